@@ -1,0 +1,74 @@
+"""The Python API: `dlsched.simulate(cluster, workload, policy)` for scripts and notebooks."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from dlsched.cluster.topology import Cluster, load_cluster
+from dlsched.core.errors import ConfigError, DlschedError
+from dlsched.core.types import JobSpec
+from dlsched.metrics.result import SimResult, build_result
+from dlsched.scheduler.core import Scheduler, build_profile
+from dlsched.scheduler.framework import REGISTRY
+from dlsched.sim.backend import SimBackend
+from dlsched.workload.speed import SpeedParams
+
+
+def load_policy_config(ref: str | Path | dict | None) -> dict:
+    """Parse a --policy-config YAML: {policies: {<profile>: {gang, blocking, round_s, params}}}."""
+    if ref is None:
+        return {}
+    file = None
+    if isinstance(ref, dict):
+        cfg = ref
+    else:
+        file = str(ref)
+        p = Path(ref)
+        if not p.exists():
+            raise DlschedError(f"policy config not found: {file}")
+        try:
+            cfg = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise DlschedError(f"{file}: not valid YAML: {e}") from None
+    if not isinstance(cfg, dict) or set(cfg) - {"policies"}:
+        bad = sorted(set(cfg) - {"policies"})[0] if isinstance(cfg, dict) else "(top level)"
+        raise ConfigError(bad, "unknown key (the file holds `policies: {<profile>: {...}}`)", file=file)
+    pol = cfg.get("policies") or {}
+    if not isinstance(pol, dict):
+        raise ConfigError("policies", "must be a mapping of profile name to settings", file=file)
+    for name, settings in pol.items():
+        if name not in REGISTRY.names("profile"):
+            raise ConfigError(f"policies.{name}", f"unknown policy (registered: {', '.join(REGISTRY.names('profile'))})", file=file)
+        if not isinstance(settings, dict):
+            raise ConfigError(f"policies.{name}", "must be a mapping", file=file)
+        try:
+            build_profile(name, settings)   # validate now, before any run starts
+        except ConfigError as e:
+            raise ConfigError(e.path, e.detail, file=file) from None
+    return pol
+
+
+def simulate(cluster: str | Path | Cluster, workload: str | Path | list[JobSpec], policy: str = "fifo", *,
+             seed: int = 0, policy_config: str | Path | dict | None = None, restart_delay_s: float = 30.0,
+             speed: SpeedParams | None = None, node_events=(), workload_format: str | None = None,
+             progress: Callable[[float, int], None] | None = None, record_rates: bool = True) -> SimResult:
+    """Run `policy` on `workload` over `cluster` and return its metrics.
+
+    cluster: a preset name or YAML path; workload: a file (any supported format), a generator
+    name, or a list of JobSpec; policy: a registered profile name (`dlsched policies`)."""
+    import dlsched.policies  # noqa: F401  (registers every policy)
+    cl = load_cluster(cluster)
+    if isinstance(workload, (list, tuple)):
+        jobs, wname = list(workload), "jobs"
+    else:
+        from dlsched.workload.io import load_workload
+        jobs, wname = load_workload(workload, format=workload_format, seed=seed), Path(str(workload)).name
+    settings = load_policy_config(policy_config).get(policy, {})
+    profile = build_profile(policy, settings)
+    backend = SimBackend(cl, jobs, speed=speed, restart_delay_s=restart_delay_s, node_events=node_events,
+                         record_rates=record_rates)
+    sched = Scheduler(profile, seed=seed)
+    sched.run(backend, progress=progress)
+    return build_result(sched, backend, policy=policy, cluster_name=cl.name, workload_name=wname)

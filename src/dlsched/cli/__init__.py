@@ -1,0 +1,1 @@
+"""The dlsched command line."""

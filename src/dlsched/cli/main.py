@@ -1,0 +1,238 @@
+"""`dlsched`: simulate, compare, list policies, and generate / convert / describe workloads.
+
+Every user error (bad file, bad row, bad config) is a DlschedError: printed on one line to
+stderr, exit status 2, and no output folder is left half-written.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dlsched.core.errors import DlschedError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="dlsched: schedule deep-learning training jobs on shared GPU clusters.")
+workload_app = typer.Typer(no_args_is_help=True, help="Generate, convert and describe workloads.")
+app.add_typer(workload_app, name="workload")
+
+CLUSTER_HELP = "a preset (seed000, seed002, liquid-N, pollux, philly) or a cluster YAML file"
+WORKLOAD_HELP = "a workload file (CSV, Parquet, JSON lines; gzipped or not) or a generator name"
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+    return Console(stderr=stderr)
+
+
+class _Progress:
+    """A rich progress bar that appears only once a run has taken more than a second."""
+
+    def __init__(self, label: str, total_jobs: int, horizon_s: float):
+        self.label, self.total, self.horizon = label, total_jobs, max(horizon_s, 1.0)
+        self.t0 = time.monotonic()
+        self.bar = None
+        self.task = None
+
+    def __call__(self, now: float, done: int) -> None:
+        if self.bar is None:
+            if time.monotonic() - self.t0 < 1.0:
+                return
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                TextColumn("{task.completed}/{task.total} jobs"),
+                                TextColumn("sim t={task.fields[t]}"), TimeElapsedColumn(),
+                                console=_console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=self.total, t=f"{now:,.0f}s")
+        self.bar.update(self.task, completed=done, t=f"{now:,.0f}s")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _run_one(cluster, jobs, wname, policy, seed, policy_config, restart_delay_s):
+    from dlsched.api import simulate
+    horizon = max((j.submit_time_s for j in jobs), default=0.0)
+    prog = _Progress(policy, len(jobs), horizon)
+    try:
+        res = simulate(cluster, jobs, policy, seed=seed, policy_config=policy_config,
+                       restart_delay_s=restart_delay_s, progress=prog)
+    finally:
+        prog.close()
+    res.workload = wname
+    res.summary["workload"] = wname
+    return res
+
+
+def _load(cluster: str, workload: str, fmt: Optional[str], seed: int):
+    from dlsched.cluster import load_cluster
+    from dlsched.workload.io import load_workload
+    cl = load_cluster(cluster)
+    jobs = load_workload(workload, format=fmt, seed=seed)
+    return cl, jobs, Path(workload).name
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise DlschedError(f"--out {out} exists and is not a folder")
+
+
+@app.command()
+def simulate(
+    cluster: str = typer.Option(..., "--cluster", "-c", help=CLUSTER_HELP),
+    workload: str = typer.Option(..., "--workload", "-w", help=WORKLOAD_HELP),
+    policy: str = typer.Option("fifo", "--policy", "-p", help="a policy name (see `dlsched policies`)"),
+    out: Path = typer.Option(Path("out/run"), "--out", "-o", help="output folder"),
+    fmt: Optional[str] = typer.Option(None, "--format", help="workload format: schema, philly or pollux"),
+    policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="YAML of policy parameters"),
+    seed: int = typer.Option(0, "--seed", help="random seed (generators and policies)"),
+    restart_delay_s: float = typer.Option(30.0, "--restart-delay-s", help="cost of resume / migrate / resize"),
+    report: bool = typer.Option(False, "--report/--no-report", help="also write report.html with plots"),
+):
+    """Simulate one policy; write jobs.parquet, summary.json, timeline and events to --out."""
+    from dlsched.api import load_policy_config
+    _check_out(out)
+    load_policy_config(policy_config)
+    cl, jobs, wname = _load(cluster, workload, fmt, seed)
+    res = _run_one(cl, jobs, wname, policy, seed, policy_config, restart_delay_s)
+    res.save(out)
+    from dlsched.report import rich_table, summary_table
+    _console().print(rich_table(summary_table([res]), title=f"{policy} on {cl.name} / {wname}"))
+    if report:
+        from dlsched.report import write_run_report
+        path = write_run_report(res, out)
+        typer.echo(f"report: {path}")
+    typer.echo(f"results: {out / 'summary.json'}")
+
+
+@app.command()
+def compare(
+    cluster: str = typer.Option(..., "--cluster", "-c", help=CLUSTER_HELP),
+    workload: str = typer.Option(..., "--workload", "-w", help=WORKLOAD_HELP),
+    policies: str = typer.Option("fifo,fifo-gang,fifo-backfill", "--policies", "-p",
+                                 help="comma-separated policy names"),
+    out: Path = typer.Option(Path("out/compare"), "--out", "-o", help="output folder"),
+    fmt: Optional[str] = typer.Option(None, "--format", help="workload format: schema, philly or pollux"),
+    policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="YAML of policy parameters"),
+    seed: int = typer.Option(0, "--seed"),
+    restart_delay_s: float = typer.Option(30.0, "--restart-delay-s"),
+):
+    """Run several policies on the same cluster and workload; print a table, write an HTML report."""
+    import dlsched.policies  # noqa: F401
+    from dlsched.api import load_policy_config
+    from dlsched.scheduler.framework import REGISTRY
+    _check_out(out)
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    if not names:
+        raise DlschedError("--policies: give at least one policy name")
+    for p in names:
+        REGISTRY.get("profile", p)
+    load_policy_config(policy_config)
+    cl, jobs, wname = _load(cluster, workload, fmt, seed)
+    results = [_run_one(cl, jobs, wname, p, seed, policy_config, restart_delay_s) for p in names]
+    for res in results:
+        res.save(out / res.policy)
+    from dlsched.report import rich_table, summary_table, write_compare_report
+    _console().print(rich_table(summary_table(results), title=f"{cl.name} / {wname}"))
+    path = write_compare_report(results, out, title=f"dlsched: {', '.join(names)} on {cl.name} / {wname}")
+    typer.echo(f"report: {path}")
+
+
+@app.command("policies")
+def list_policies(all_kinds: bool = typer.Option(False, "--all", help="also list components by kind")):
+    """The registry: every policy (profile), one line each."""
+    import dlsched.policies  # noqa: F401
+    from dlsched.scheduler.framework import KINDS, REGISTRY
+    for e in REGISTRY.entries("profile"):
+        typer.echo(f"{e.name:<22} {e.doc}" + (f"  [{e.source}]" if e.source else ""))
+    if all_kinds:
+        for kind in KINDS[:-1]:
+            typer.echo(f"\n{kind}:")
+            for e in REGISTRY.entries(kind):
+                typer.echo(f"  {e.name:<20} {e.doc}")
+
+
+@app.command("cluster")
+def cluster_cmd(cluster: str = typer.Argument(..., help=CLUSTER_HELP)):
+    """Describe a cluster preset or YAML file."""
+    from dlsched.cluster import load_cluster
+    typer.echo(load_cluster(cluster).describe())
+
+
+@workload_app.command("generate")
+def wl_generate(
+    name: str = typer.Argument(..., help="generator, e.g. seed000, sample, poisson:jobs=500,rate=0.02"),
+    out: Path = typer.Option(..., "--out", "-o", help="file to write (.csv, .csv.gz, .parquet, .jsonl)"),
+    seed: int = typer.Option(0, "--seed"),
+):
+    """Generate a workload into the common schema."""
+    from dlsched.workload.io import load_workload, save_workload
+    jobs = load_workload(name, seed=seed)
+    save_workload(jobs, out)
+    typer.echo(f"wrote {len(jobs)} jobs to {out}")
+
+
+@workload_app.command("convert")
+def wl_convert(
+    src: str = typer.Argument(..., help=WORKLOAD_HELP),
+    out: Path = typer.Option(..., "--out", "-o", help="file to write (.csv, .csv.gz, .parquet, .jsonl)"),
+    fmt: Optional[str] = typer.Option(None, "--format", help="input format: schema, philly or pollux"),
+):
+    """Convert a trace (Philly, Pollux) or schema file into the common schema."""
+    from dlsched.workload.io import load_workload, save_workload
+    jobs = load_workload(src, format=fmt)
+    save_workload(jobs, out)
+    typer.echo(f"wrote {len(jobs)} jobs to {out}")
+
+
+@workload_app.command("describe")
+def wl_describe(
+    src: str = typer.Argument(..., help=WORKLOAD_HELP),
+    fmt: Optional[str] = typer.Option(None, "--format"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+):
+    """Counts, GPU mix, time span and models of a workload."""
+    from dlsched.workload.io import describe_workload, load_workload
+    d = describe_workload(load_workload(src, format=fmt))
+    if as_json:
+        typer.echo(json.dumps(d, indent=2, default=str))
+        return
+    from rich.table import Table
+    t = Table(title=f"workload {src}")
+    t.add_column("field")
+    t.add_column("value")
+    for k, v in d.items():
+        t.add_row(str(k), json.dumps(v, default=str) if isinstance(v, (dict, list)) else str(v))
+    _console().print(t)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        app(args=argv, standalone_mode=False)
+    except DlschedError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except SystemExit as e:  # typer/click exits (usage errors, --help)
+        return int(e.code or 0)
+    except Exception as e:  # click usage errors in standalone_mode=False
+        import click
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            return e.exit_code
+        if isinstance(e, click.exceptions.Abort):
+            return 1
+        raise
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""ClusterState: the truth of what is free, in numpy arrays; Snapshot: what a round reads.
+
+Contract
+- `free` is (nodes x NRES) float64; `gpu_load` is (nodes x max_gpus) int32, the number of tasks
+  using each GPU (more than 1 only when a policy over-subscribes GPUs, e.g. Gandiva packing).
+- Only a Backend mutates a ClusterState (through `take` / `give`, when it applies a Plan or a
+  node fails). Policies read a Snapshot, whose arrays are read-only copies; tentative changes
+  go through a scheduler Transaction, never into these arrays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dlsched.cluster.topology import Cluster
+from dlsched.core.types import GPU
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Read-only copy of the cluster's state at the start of a round."""
+    cluster: Cluster
+    free: np.ndarray        # (nodes x NRES)
+    up: np.ndarray          # (nodes,) bool
+    gpu_load: np.ndarray    # (nodes x max_gpus) int32; -1 marks GPU slots a node does not have
+    now: float
+
+    @property
+    def capacity(self) -> np.ndarray:
+        return self.cluster.capacity
+
+    @property
+    def num_nodes(self) -> int:
+        return self.cluster.num_nodes
+
+
+class ClusterState:
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        self.free = cluster.capacity.copy()
+        self.up = np.ones(cluster.num_nodes, dtype=bool)
+        g = max(cluster.max_gpus_per_node, 1)
+        self.gpu_load = np.zeros((cluster.num_nodes, g), dtype=np.int32)
+        for n in cluster.nodes:
+            self.gpu_load[n.node_id, n.gpus:] = -1
+
+    def snapshot(self, now: float) -> Snapshot:
+        free, up, load = self.free.copy(), self.up.copy(), self.gpu_load.copy()
+        for a in (free, up, load):
+            a.setflags(write=False)
+        return Snapshot(self.cluster, free, up, load, now)
+
+    def take(self, node: int, demand: np.ndarray, gpu_ids: tuple[int, ...]) -> None:
+        self.free[node] -= demand
+        if gpu_ids:
+            self.gpu_load[node, list(gpu_ids)] += 1
+        if (self.free[node] < -_EPS).any() and not gpu_ids:
+            raise AssertionError(f"node {node} over-allocated: free {self.free[node]}")
+
+    def give(self, node: int, demand: np.ndarray, gpu_ids: tuple[int, ...]) -> None:
+        self.free[node] += demand
+        if gpu_ids:
+            self.gpu_load[node, list(gpu_ids)] -= 1
+
+    def allocated_gpus(self) -> float:
+        """GPUs held (over-subscribed GPUs count once)."""
+        return float((self.gpu_load > 0).sum())
+
+    def check(self) -> None:
+        """Invariants: nothing over-allocated except GPUs that are explicitly shared."""
+        cap = self.cluster.capacity
+        over = self.free < -_EPS
+        over[:, GPU] = False  # GPUs may be over-subscribed by packing; gpu_load tracks them
+        if over.any():
+            n = int(np.argwhere(over)[0][0])
+            raise AssertionError(f"node {n} over-allocated: free {self.free[n]}")
+        if (self.free > cap + 1e-6).any():
+            raise AssertionError("free exceeds capacity")

@@ -1,0 +1,200 @@
+"""Frozen value types: resources, nodes, tasks, jobs, Status and Plan decisions.
+
+Resource vectors are numpy float64 arrays of length NRES in the order of RESOURCES:
+
+    gpu   GPUs (count)           cpu   cores
+    mem   host memory, GB        disk  disk bandwidth, MB/s
+    net   NIC bandwidth, Gbps
+
+Every node capacity, node free vector and task demand uses this order, so the hot paths
+(filters, scorers, the transaction) are vector operations over an (nodes x NRES) array.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+RESOURCES: tuple[str, ...] = ("gpu", "cpu", "mem", "disk", "net")
+NRES = len(RESOURCES)
+GPU, CPU, MEM, DISK, NET = range(NRES)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """One server. Bandwidths in Gbps except disk (MB/s)."""
+    node_id: int
+    name: str
+    rack: int
+    domain: int
+    gpus: int
+    gpu_type: str
+    gpu_mem_gb: float
+    cpus: float
+    mem_gb: float
+    disk_mbps: float
+    nic_gbps: float
+    gpu_link_gbps: float
+    # GPU affinity groups inside the server (PCIe switch / socket): number of GPUs per group.
+    gpus_per_group: int = 0
+
+    def capacity(self) -> np.ndarray:
+        return np.array([self.gpus, self.cpus, self.mem_gb, self.disk_mbps, self.nic_gbps], dtype=np.float64)
+
+
+class Role(str, enum.Enum):
+    WORKER = "worker"
+    PS = "ps"
+    TASK = "task"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """One schedulable unit of a job: a worker, a parameter server, or an independent task.
+
+    `demand` is a length-NRES tuple (see RESOURCES). `duration_s` is set for independent tasks
+    (bag-of-tasks jobs); DL workers progress together at the job's rate instead."""
+    index: int
+    role: Role
+    demand: tuple[float, ...]
+    duration_s: float | None = None
+
+    @property
+    def gpus(self) -> float:
+        return self.demand[GPU]
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A job as submitted. `kind` is "dl" (a synchronous gang of workers and optional parameter
+    servers that progress together) or "tasks" (independent tasks, each with its own duration).
+
+    Work of a DL job: `iterations` when the model is known and the iteration count is given;
+    otherwise `duration_s`, the run time at its ideal (packed) placement, taken from a trace."""
+    job_id: str
+    submit_time_s: float
+    kind: str = "dl"
+    tasks: tuple[TaskSpec, ...] = ()
+    user: str = "default"
+    priority: int = 0
+    deadline_s: float | None = None
+    model: str | None = None
+    comm: str = "allreduce"           # allreduce | ps | none
+    batch_size: int | None = None
+    iterations: float | None = None
+    duration_s: float | None = None
+    gpu_type: str | None = None       # required GPU type, or None for any
+
+    @property
+    def is_gang(self) -> bool:
+        """DL jobs are synchronous: no progress until every worker and PS is placed."""
+        return self.kind == "dl"
+
+    @property
+    def num_workers(self) -> int:
+        return sum(1 for t in self.tasks if t.role is Role.WORKER)
+
+    @property
+    def num_ps(self) -> int:
+        return sum(1 for t in self.tasks if t.role is Role.PS)
+
+    @property
+    def gpus(self) -> float:
+        return float(sum(t.demand[GPU] for t in self.tasks))
+
+
+class Code(enum.Enum):
+    SUCCESS = "success"
+    UNSCHEDULABLE = "unschedulable"          # does not fit now; may fit later
+    UNSCHEDULABLE_FOREVER = "unschedulable_forever"  # can never fit (larger than any node / cluster)
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """The outcome of a filter, a commit or a placement attempt, with human-readable reasons."""
+    code: Code = Code.SUCCESS
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.code is Code.SUCCESS
+
+    @classmethod
+    def success(cls) -> "Status":
+        return _SUCCESS
+
+    @classmethod
+    def unschedulable(cls, *reasons: str) -> "Status":
+        return cls(Code.UNSCHEDULABLE, tuple(reasons))
+
+    def __bool__(self) -> bool:  # pragma: no cover - guard against `if status:` misuse
+        raise TypeError("use Status.ok, not bool(Status)")
+
+
+_SUCCESS = Status()
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPlacement:
+    """Task `task` of a job on node `node`, using the GPU indices `gpu_ids` of that node."""
+    task: int
+    node: int
+    gpu_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """Start these tasks (a whole job, or more tasks of a partly placed non-gang job)."""
+    job_id: str
+    placements: tuple[TaskPlacement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Suspend:
+    """Checkpoint the job at a mini-batch boundary and free everything it holds."""
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Restart a suspended job on these placements from its last checkpoint."""
+    job_id: str
+    placements: tuple[TaskPlacement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Migrate:
+    """Move a running job to new placements (checkpoint, stop, restart elsewhere)."""
+    job_id: str
+    placements: tuple[TaskPlacement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Resize:
+    """Give a job a new set of tasks (another worker / PS count); costs a restart."""
+    job_id: str
+    tasks: tuple[TaskSpec, ...]
+    placements: tuple[TaskPlacement, ...]
+
+
+Decision = Launch | Suspend | Resume | Migrate | Resize
+
+
+@dataclass(slots=True)
+class Plan:
+    """What one scheduling round decided, in the order the backend must apply it
+    (suspensions first so that the resources they free can be reused in the same round)."""
+    decisions: list = field(default_factory=list)
+
+    def add(self, decision) -> None:
+        self.decisions.append(decision)
+
+    def __len__(self) -> int:
+        return len(self.decisions)
+
+    def ordered(self) -> list:
+        first = [d for d in self.decisions if isinstance(d, Suspend)]
+        rest = [d for d in self.decisions if not isinstance(d, Suspend)]
+        return first + rest

@@ -1,0 +1,171 @@
+"""Metrics of a run.
+
+Per job: submit, first start (all tasks placed), finish, waiting time (first start - submit),
+JCT (finish - submit), run time, preemptions, migrations, deadline met, GPU-seconds held, bytes
+over NICs and across racks, time of first progress.
+
+Per run (summary.json): jobs, finished, rejected, unfinished, makespan (last finish - first
+submit), mean / median / p95 / p99 JCT, mean wait, GPU utilisation (time-average of allocated
+GPUs over the makespan, divided by the cluster's GPUs) and effective utilisation (GPUs of jobs
+making progress), NIC and cross-rack bytes, scheduling time (wall clock in policy code), and
+partial_hold_gpu_s: GPU-seconds held by gang jobs still waiting for the rest of their workers.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SUMMARY_KEYS = ("jobs", "mean_jct_s", "median_jct_s", "p95_jct_s", "p99_jct_s", "makespan_s",
+                "mean_wait_s", "gpu_util", "nic_bytes", "cross_rack_bytes", "sched_time_s",
+                "partial_hold_gpu_s")
+
+
+@dataclass
+class SimResult:
+    policy: str
+    cluster: str
+    workload: str
+    total_gpus: int
+    jobs: Any                 # pandas.DataFrame, one row per job
+    summary: dict
+    timeline: Any             # pandas.DataFrame: time_s, allocated_gpus, effective_gpus, partial_gpus, running_jobs, queued_jobs
+    events: list = field(default_factory=list)      # the engine's event log: (time_s, kind, job_id, detail)
+    decisions: list = field(default_factory=list)   # the scheduler's log
+
+    def save(self, out_dir: str | Path) -> Path:
+        """jobs.parquet, timeline.parquet, events.parquet and summary.json in out_dir
+        (each written to a temporary name and renamed, so none is left half-written)."""
+        import pandas as pd
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        _atomic(out / "jobs.parquet", lambda p: self.jobs.to_parquet(p, index=False))
+        _atomic(out / "timeline.parquet", lambda p: self.timeline.to_parquet(p, index=False))
+        ev = pd.DataFrame(self.events, columns=["time_s", "kind", "job_id", "detail"])
+        _atomic(out / "events.parquet", lambda p: ev.to_parquet(p, index=False))
+        _atomic(out / "summary.json", lambda p: Path(p).write_text(json.dumps(self.summary, indent=2) + "\n"))
+        return out
+
+
+def _atomic(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def _integral(t: np.ndarray, v: np.ndarray, t0: float, t1: float) -> float:
+    """Integral over [t0, t1] of the step function v (value v[i] from t[i] to t[i+1])."""
+    if len(t) == 0 or t1 <= t0:
+        return 0.0
+    ends = np.append(t[1:], t1)
+    a = np.clip(t, t0, t1)
+    b = np.clip(ends, t0, t1)
+    return float(np.sum(v * (b - a)))
+
+
+def _nan(x) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def _clean(x):
+    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+        return None
+    if isinstance(x, (np.floating,)):
+        return _clean(float(x))
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload_name: str) -> SimResult:
+    import pandas as pd
+    from dlsched.scheduler.core import JobState
+
+    recs = list(scheduler.jobs.values())
+    n = len(recs)
+    cols: dict[str, list] = {k: [] for k in (
+        "job_id", "state", "submit_s", "first_start_s", "finish_s", "wait_s", "jct_s", "run_s", "gpus",
+        "workers", "model", "user", "priority", "preemptions", "migrations", "deadline_s", "deadline_met",
+        "gpu_s", "nic_bytes", "cross_rack_bytes", "first_progress_s")}
+    for r in recs:
+        s = r.spec
+        st = backend.job_stats(s.job_id)
+        fs = _nan(r.first_start_s)
+        fin = _nan(r.finish_s)
+        cols["job_id"].append(s.job_id)
+        cols["state"].append(r.state.value)
+        cols["submit_s"].append(s.submit_time_s)
+        cols["first_start_s"].append(fs)
+        cols["finish_s"].append(fin)
+        cols["wait_s"].append(fs - s.submit_time_s)
+        cols["jct_s"].append(fin - s.submit_time_s)
+        cols["run_s"].append(fin - fs)
+        cols["gpus"].append(s.gpus)
+        cols["workers"].append(len(s.tasks))
+        cols["model"].append(s.model)
+        cols["user"].append(s.user)
+        cols["priority"].append(s.priority)
+        cols["preemptions"].append(r.preemptions)
+        cols["migrations"].append(r.migrations)
+        cols["deadline_s"].append(_nan(s.deadline_s))
+        cols["deadline_met"].append(None if s.deadline_s is None else bool(r.finish_s is not None and r.finish_s <= s.deadline_s))
+        cols["gpu_s"].append(st["gpu_s"])
+        cols["nic_bytes"].append(st["nic_bytes"])
+        cols["cross_rack_bytes"].append(st["cross_rack_bytes"])
+        cols["first_progress_s"].append(_nan(st["first_progress_s"]))
+    jobs = pd.DataFrame(cols)
+    tl = pd.DataFrame(scheduler.timeline, columns=["time_s", "allocated_gpus", "effective_gpus", "partial_gpus",
+                                                   "running_jobs", "queued_jobs"])
+    done = jobs[jobs.state == JobState.DONE.value]
+    jct = done.jct_s.to_numpy(dtype=float)
+    if n:
+        t0 = float(jobs.submit_s.min())
+        t1 = float(done.finish_s.max()) if len(done) else t0
+    else:
+        t0 = t1 = 0.0
+    makespan = t1 - t0
+    total = backend.cluster.total_gpus
+    t = tl.time_s.to_numpy(dtype=float)
+    alloc_s = _integral(t, tl.allocated_gpus.to_numpy(dtype=float), t0, t1)
+    eff_s = _integral(t, tl.effective_gpus.to_numpy(dtype=float), t0, t1)
+    partial_s = _integral(t, tl.partial_gpus.to_numpy(dtype=float), t0, max(t1, float(t[-1]) if len(t) else t1))
+    with_deadline = jobs[jobs.deadline_s.notna()]
+    rounds = np.asarray(scheduler.round_times_s, dtype=float)
+
+    def pct(q):
+        return float(np.percentile(jct, q)) if len(jct) else None
+
+    summary = {
+        "policy": policy, "cluster": cluster_name, "workload": workload_name,
+        "jobs": n, "finished": int(len(done)),
+        "rejected": int((jobs.state == JobState.REJECTED.value).sum()),
+        "unfinished": int(n - len(done) - (jobs.state == JobState.REJECTED.value).sum()),
+        "mean_jct_s": float(jct.mean()) if len(jct) else None,
+        "median_jct_s": pct(50), "p95_jct_s": pct(95), "p99_jct_s": pct(99),
+        "makespan_s": makespan,
+        "mean_wait_s": float(done.wait_s.mean()) if len(done) else None,
+        "gpu_util": alloc_s / (total * makespan) if total and makespan > 0 else 0.0,
+        "effective_gpu_util": eff_s / (total * makespan) if total and makespan > 0 else 0.0,
+        "nic_bytes": float(jobs.nic_bytes.sum()),
+        "cross_rack_bytes": float(jobs.cross_rack_bytes.sum()),
+        "sched_time_s": float(rounds.sum()),
+        "sched_rounds": int(len(rounds)),
+        "sched_round_mean_ms": float(rounds.mean() * 1e3) if len(rounds) else 0.0,
+        "sched_round_max_ms": float(rounds.max() * 1e3) if len(rounds) else 0.0,
+        "partial_hold_gpu_s": partial_s,
+        "gpu_s_held": float(jobs.gpu_s.sum()),
+        "preemptions": int(jobs.preemptions.sum()),
+        "migrations": int(jobs.migrations.sum()),
+        "deadline_jobs": int(len(with_deadline)),
+        "deadline_hit_rate": (float(with_deadline.deadline_met.astype(bool).mean())
+                              if len(with_deadline) else None),
+        "total_gpus": total,
+    }
+    summary = {k: _clean(v) for k, v in summary.items()}
+    return SimResult(policy, cluster_name, workload_name, total, jobs, summary, tl,
+                     list(backend.log), list(scheduler.log))

@@ -1,0 +1,1 @@
+"""actions policies (one module per registered name)."""

@@ -1,0 +1,1 @@
+"""allocate policies (one module per registered name)."""

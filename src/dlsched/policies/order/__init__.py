@@ -1,0 +1,1 @@
+"""order policies (one module per registered name)."""

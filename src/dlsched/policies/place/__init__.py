@@ -1,0 +1,1 @@
+"""place policies (one module per registered name)."""

@@ -1,0 +1,1 @@
+"""The scheduler core: extension points, registry, transaction, round loop."""

@@ -1,0 +1,387 @@
+"""The Scheduler: one object that turns events into rounds and rounds into Plans.
+
+Run loop (`Scheduler.run(backend)`):
+
+    while (events := backend.poll()) is not None:
+        handle every event (arrival, finish, stop, node up/down, tick) -> job records
+        if something changed (or a periodic tick came): plan = round(backend.snapshot())
+        backend.apply(plan); record the utilisation sample
+
+A round (`Scheduler.round`):
+    1. order:    waiting jobs sorted by profile.order's key + (submit_time_s, job_id)
+    2. allocate: how many tasks each waiting job gets (default: what it asked for)
+    3. place:    for each job in order, each unplaced task: filters -> candidate nodes ->
+                 scorers (weighted) -> best node (ties: lowest node id) -> txn.reserve
+                 then txn.commit(job, gang=profile.gang); with profile.blocking, the first job
+                 that is not fully placed ends the placement phase (strict order)
+    4. actions:  each action's act(ctx) (may suspend / migrate / launch through ctx.txn)
+The wall-clock time of steps 1-4 is the round's scheduling time.
+
+A non-gang profile places a DL job's workers one at a time; a job that got only some of them
+holds them while it waits for the rest (it cannot train: "partial hold", the waste seed 002
+describes, measured in partial_hold_gpu_s).
+"""
+from __future__ import annotations
+
+import bisect
+import enum
+import time as _time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from dlsched.cluster.state import Snapshot
+from dlsched.core.types import GPU, JobSpec, Plan, Status, TaskPlacement, TaskSpec
+from dlsched.scheduler import events as ev
+from dlsched.scheduler.framework import REGISTRY, ProfileSpec, build
+from dlsched.scheduler.transaction import Transaction
+
+_EPS = 1e-9
+
+
+class JobState(enum.Enum):
+    PENDING = "pending"        # nothing placed yet
+    PARTIAL = "partial"        # some tasks placed (non-gang profiles); holds them
+    RUNNING = "running"        # every task placed
+    SUSPENDED = "suspended"    # preempted or stopped; waits to be placed again
+    DONE = "done"
+    REJECTED = "rejected"      # can never fit this cluster
+
+
+@dataclass(eq=False)
+class JobRecord:
+    """The scheduler's view of one job."""
+    spec: JobSpec
+    tasks: tuple[TaskSpec, ...]
+    state: JobState = JobState.PENDING
+    placed: dict[int, TaskPlacement] = field(default_factory=dict)
+    done_tasks: set[int] = field(default_factory=set)
+    first_start_s: float | None = None
+    finish_s: float | None = None
+    preemptions: int = 0
+    migrations: int = 0
+    attained_gpu_s: float = 0.0      # GPU-seconds of service so far (LAS, Tiresias)
+    _service_since: float | None = None
+    reject_reason: str = ""
+    key: tuple = ()
+
+    @property
+    def job_id(self) -> str:
+        return self.spec.job_id
+
+    @property
+    def submit_time_s(self) -> float:
+        return self.spec.submit_time_s
+
+    def unplaced(self) -> list[TaskSpec]:
+        return [t for t in self.tasks if t.index not in self.placed and t.index not in self.done_tasks]
+
+    def held_gpus(self) -> float:
+        return float(sum(self.tasks[i].demand[GPU] for i in self.placed))
+
+    def attained(self, now: float) -> float:
+        extra = 0.0
+        if self._service_since is not None:
+            extra = (now - self._service_since) * self.held_gpus()
+        return self.attained_gpu_s + extra
+
+
+@dataclass
+class RoundContext:
+    """What a policy sees in a round. `txn` is the only thing it may change."""
+    snap: Snapshot
+    txn: Transaction
+    now: float
+    jobs: dict[str, JobRecord]
+    queue: list[JobRecord]
+    running: list[JobRecord]
+    rng: np.random.Generator
+    scheduler: "Scheduler"
+
+    @property
+    def cluster(self):
+        return self.snap.cluster
+
+
+class Profile:
+    """A built ProfileSpec: component instances ready for rounds."""
+
+    def __init__(self, spec: ProfileSpec, overrides: dict[str, Any] | None = None):
+        over = dict(overrides or {})
+        params = {**spec.params, **over.pop("params", {})}
+        self.spec = spec
+        self.name = spec.name
+        self.gang = bool(over.pop("gang", spec.gang))
+        self.blocking = bool(over.pop("blocking", spec.blocking))
+        self.round_s = over.pop("round_s", spec.round_s)
+        if over:
+            from dlsched.core.errors import ConfigError
+            raise ConfigError(f"policies.{spec.name}.{sorted(over)[0]}",
+                              "unknown key (allowed: gang, blocking, round_s, params)")
+        base = f"policies.{spec.name}.params"
+        used = {name for _, name in spec.components()}
+        for cname in params:
+            if cname not in used:
+                from dlsched.core.errors import ConfigError
+                raise ConfigError(f"{base}.{cname}", f"not a component of this profile "
+                                  f"(components: {', '.join(sorted(used))})")
+
+        def mk(kind, name):
+            return build(kind, name, params.get(name), f"{base}.{name}")
+        self.order = mk("order", spec.order)
+        self.allocator = mk("allocate", spec.allocate)
+        self.filters = [mk("filter", f) for f in spec.filters]
+        self.scorers = [(mk("score", s), float(w)) for s, w in spec.scores]
+        self.actions = [mk("action", a) for a in spec.actions]
+
+
+def build_profile(name: str, overrides: dict | None = None) -> Profile:
+    return Profile(REGISTRY.get("profile", name), overrides)
+
+
+class Scheduler:
+    def __init__(self, profile: Profile, *, seed: int = 0, check_scores: bool = True):
+        self.profile = profile
+        self.rng = np.random.default_rng(seed)
+        self.check_scores = check_scores
+        self.jobs: dict[str, JobRecord] = {}
+        self.queue: list[JobRecord] = []          # waiting: PENDING, PARTIAL, SUSPENDED
+        self.running: dict[str, JobRecord] = {}   # RUNNING (and PARTIAL tasks jobs that run)
+        self.round_times_s: list[float] = []
+        self.log: list[tuple] = []
+        self.timeline: list[tuple[float, float, float, float, int, int]] = []
+        self.n_done = 0                           # finished or rejected
+        self._dirty = False
+        self._static = bool(getattr(profile.order, "static", False))
+        self._next_tick: float | None = None
+        self._cap_max: np.ndarray | None = None
+        self._cap_total: np.ndarray | None = None
+
+    # -- events ------------------------------------------------------------------------------
+    def handle(self, e, backend) -> None:
+        if isinstance(e, ev.JobArrival):
+            self._on_arrival(e, backend)
+        elif isinstance(e, ev.TaskFinish):
+            rec = self.jobs[e.job_id]
+            self._settle_service(rec, e.time)
+            rec.placed.pop(e.task, None)
+            rec.done_tasks.add(e.task)
+            self._dirty = True
+        elif isinstance(e, ev.JobFinish):
+            rec = self.jobs[e.job_id]
+            self._settle_service(rec, e.time)
+            rec.placed.clear()
+            rec.state = JobState.DONE
+            rec.finish_s = e.time
+            self.n_done += 1
+            self.running.pop(rec.job_id, None)
+            self._remove_from_queue(rec)
+            self.log.append((e.time, "finish", rec.job_id, ""))
+            self._dirty = True
+        elif isinstance(e, ev.JobStopped):
+            rec = self.jobs[e.job_id]
+            self._settle_service(rec, e.time)
+            rec.placed.clear()
+            self.running.pop(rec.job_id, None)
+            if rec.state is not JobState.SUSPENDED:
+                self._remove_from_queue(rec)
+                rec.state = JobState.SUSPENDED
+                rec.preemptions += 1
+                self._enqueue(rec)
+            self.log.append((e.time, "stopped", rec.job_id, e.reason))
+            self._dirty = True
+        elif isinstance(e, (ev.NodeDown, ev.NodeUp)):
+            self.log.append((e.time, type(e).__name__, "", str(e.node)))
+            self._dirty = True
+        elif isinstance(e, ev.RoundTick):
+            self._next_tick = None
+            self._dirty = True
+
+    def _on_arrival(self, e: ev.JobArrival, backend) -> None:
+        job = e.job
+        rec = JobRecord(job, job.tasks)
+        self.jobs[job.job_id] = rec
+        self.log.append((e.time, "arrival", job.job_id, ""))
+        reason = self._never_fits(job, backend)
+        if reason:
+            rec.state = JobState.REJECTED
+            rec.reject_reason = reason
+            self.n_done += 1
+            self.log.append((e.time, "rejected", job.job_id, reason))
+            return
+        self._enqueue(rec)
+        self._dirty = True
+
+    def _never_fits(self, job: JobSpec, backend) -> str:
+        if self._cap_max is None:
+            cap = backend.snapshot().capacity
+            self._cap_max = cap.max(axis=0)
+            self._cap_total = cap.sum(axis=0)
+        need = np.zeros_like(self._cap_total)
+        for t in job.tasks:
+            d = np.asarray(t.demand)
+            if (d > self._cap_max + _EPS).any():
+                return f"task {t.index} is larger than any node"
+            need += d
+        if job.kind == "dl" and (need > self._cap_total + _EPS).any():
+            return "the job needs more than the whole cluster"
+        return ""
+
+    def _enqueue(self, rec: JobRecord) -> None:
+        if self._static:
+            rec.key = (*self.profile.order.key(rec, None), rec.submit_time_s, rec.job_id)
+            bisect.insort(self.queue, rec, key=lambda r: r.key)
+        else:
+            self.queue.append(rec)
+
+    def _remove_from_queue(self, rec: JobRecord) -> None:
+        if self._static and rec.key:
+            i = bisect.bisect_left(self.queue, rec.key, key=lambda r: r.key)
+            if i < len(self.queue) and self.queue[i] is rec:
+                del self.queue[i]
+                return
+        try:
+            self.queue.remove(rec)
+        except ValueError:
+            pass
+
+    def _settle_service(self, rec: JobRecord, now: float) -> None:
+        if rec._service_since is not None:
+            rec.attained_gpu_s += (now - rec._service_since) * rec.held_gpus()
+            rec._service_since = None
+
+    # -- the round ---------------------------------------------------------------------------
+    def round(self, snap: Snapshot) -> Plan:
+        t0 = _time.perf_counter()
+        txn = Transaction(snap)
+        ctx = RoundContext(snap, txn, snap.now, self.jobs, [], list(self.running.values()),
+                           self.rng, self)
+        if self._static:
+            queue = list(self.queue)
+        else:
+            key = self.profile.order.key
+            for rec in self.queue:
+                rec.key = (*key(rec, ctx), rec.submit_time_s, rec.job_id)
+            queue = sorted(self.queue, key=lambda r: r.key)
+        ctx.queue = queue
+        allocs = self.profile.allocator.allocate(queue, ctx)
+        for rec in queue:
+            new_tasks = allocs.get(rec.job_id) if allocs else None
+            if new_tasks is not None and new_tasks != rec.tasks and not rec.placed:
+                rec.tasks = tuple(new_tasks)
+            status = self.place(rec, ctx)
+            if not status.ok and self.profile.blocking:
+                break
+        for action in self.profile.actions:
+            action.act(ctx)
+        self.round_times_s.append(_time.perf_counter() - t0)
+        return txn.plan
+
+    def place(self, rec: JobRecord, ctx: RoundContext) -> Status:
+        """Place the job's unplaced tasks one at a time, then commit (gang: all or nothing)."""
+        txn = ctx.txn
+        todo = rec.unplaced()
+        status = Status.success()
+        for task in todo:
+            node, why = self.choose_node(ctx, rec.spec, task)
+            if node is None:
+                status = Status.unschedulable(why)
+                break
+            txn.reserve(rec.job_id, task, node)
+        total = len(rec.tasks) - len(rec.done_tasks)
+        committed = txn.commit(rec.job_id, total_tasks=total, already_placed=len(rec.placed),
+                               gang=self.profile.gang or False,
+                               resume=rec.state is JobState.SUSPENDED)
+        return committed if status.ok else (committed if not committed.ok else status)
+
+    def choose_node(self, ctx: RoundContext, job: JobSpec, task: TaskSpec) -> tuple[int | None, str]:
+        free = ctx.txn.free
+        ok = ctx.snap.up.copy()
+        for f in self.profile.filters:
+            m = f.filter(ctx, job, task, free)
+            ok &= m.ok
+            if not ok.any():
+                return None, m.reason or f"filter {f.name}"
+        cand = np.flatnonzero(ok)
+        if len(self.profile.scorers) == 1 and getattr(self.profile.scorers[0][0], "first_fit", False):
+            return int(cand[0]), ""
+        total = np.zeros(len(cand))
+        for scorer, w in self.profile.scorers:
+            s = np.asarray(scorer.score(ctx, job, task, free, cand), dtype=np.float64)
+            if self.check_scores and (s.shape != cand.shape or (s < -1e-9).any() or (s > 1 + 1e-9).any()
+                                      or np.isnan(s).any()):
+                raise AssertionError(f"scorer {scorer.name} returned scores outside [0, 1]: {s[:5]}")
+            total += w * s
+        return int(cand[int(np.argmax(total))]), ""
+
+    # -- applying a plan's effects to the records ----------------------------------------------
+    def _after_apply(self, plan: Plan, now: float) -> None:
+        for d in plan.ordered():
+            rec = self.jobs[d.job_id]
+            kind = type(d).__name__.lower()
+            if kind == "suspend":
+                self._settle_service(rec, now)
+                rec.placed.clear()
+                self.running.pop(rec.job_id, None)
+                rec.state = JobState.SUSPENDED
+                rec.preemptions += 1
+                self._enqueue(rec)
+                self.log.append((now, "suspend", rec.job_id, ""))
+                continue
+            self._settle_service(rec, now)
+            if kind == "migrate":
+                rec.placed = {tp.task: tp for tp in d.placements}
+                rec.migrations += 1
+            elif kind == "resize":
+                rec.tasks = d.tasks
+                rec.placed = {tp.task: tp for tp in d.placements}
+            else:  # launch / resume
+                for tp in d.placements:
+                    rec.placed[tp.task] = tp
+            self.log.append((now, kind, rec.job_id,
+                             ";".join(f"{tp.task}@{tp.node}" for tp in d.placements)))
+            whole = not rec.unplaced()
+            if whole or rec.spec.kind == "tasks":
+                if rec.first_start_s is None:
+                    rec.first_start_s = now
+                rec.state = JobState.RUNNING
+                self.running[rec.job_id] = rec
+                rec._service_since = now
+            else:
+                rec.state = JobState.PARTIAL
+            if whole and rec in self.queue:
+                self._remove_from_queue(rec)
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(self, backend, *, progress: Callable[[float, int], None] | None = None) -> None:
+        n_batches = 0
+        while True:
+            batch = backend.poll()
+            if batch is None:
+                break
+            for e in batch:
+                self.handle(e, backend)
+            now = backend.now()
+            if self._dirty and self.queue or self._dirty and self.profile.actions:
+                plan = self.round(backend.snapshot())
+                if len(plan):
+                    backend.apply(plan)
+                    self._after_apply(plan, now)
+            self._dirty = False
+            if self.profile.round_s and self._next_tick is None and (self.queue or self.running):
+                self._next_tick = now + float(self.profile.round_s)
+                backend.wake_at(self._next_tick)
+            alloc, eff, partial = backend.usage()
+            last = self.timeline[-1] if self.timeline else None
+            sample = (now, alloc, eff, partial, len(self.running), len(self.queue))
+            if last is None or last[1:] != sample[1:]:
+                if last is not None and last[0] == now:
+                    self.timeline[-1] = sample
+                else:
+                    self.timeline.append(sample)
+            n_batches += 1
+            if progress is not None and n_batches % 512 == 0:
+                progress(now, self.n_done)
+        if progress is not None:
+            progress(backend.now(), self.n_done)

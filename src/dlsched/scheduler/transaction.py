@@ -1,0 +1,104 @@
+"""The round's transaction: tentative placements over a copy of the snapshot's free resources.
+
+Contract
+- Policies reserve resources here, never in ClusterState. `reserve` deducts a task's demand from
+  `free` (and marks its GPUs in `gpu_load`); `discard(job)` gives back everything the job
+  reserved in this round; `commit(job, gang=...)` turns the job's reservations into a plan
+  decision, or, for a gang job that is not whole, discards them (all or nothing).
+- `release(job)` (for actions: suspend, migrate) returns the resources a running job holds to
+  `free` for the rest of the round and records the Suspend decision.
+- The transaction never sees another round; nothing it does reaches the cluster until the
+  backend applies the plan.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dlsched.cluster.state import Snapshot
+from dlsched.core.types import (GPU, Launch, Migrate, Plan, Resume, Status, Suspend, TaskPlacement,
+                                TaskSpec)
+
+_EPS = 1e-9
+
+
+class Transaction:
+    def __init__(self, snap: Snapshot):
+        self.snap = snap
+        self.free = snap.free.copy()
+        self.gpu_load = snap.gpu_load.copy()
+        self._tentative: dict[str, list[tuple[TaskPlacement, np.ndarray]]] = {}
+        self.plan = Plan()
+        self.released: set[str] = set()
+
+    # -- reservations ----------------------------------------------------------------------
+    def pick_gpus(self, node: int, gpus: float) -> tuple[int, ...]:
+        """The least-loaded GPU slots of `node` (lowest index first among equals)."""
+        k = int(np.ceil(gpus - _EPS))
+        if k <= 0:
+            return ()
+        load = self.gpu_load[node]
+        slots = np.flatnonzero(load >= 0)
+        order = slots[np.argsort(load[slots], kind="stable")]
+        return tuple(int(i) for i in order[:k])
+
+    def reserve(self, job_id: str, task: TaskSpec, node: int,
+                gpu_ids: tuple[int, ...] | None = None) -> TaskPlacement:
+        demand = np.asarray(task.demand, dtype=np.float64)
+        if gpu_ids is None:
+            gpu_ids = self.pick_gpus(node, task.demand[GPU])
+        self.free[node] -= demand
+        if gpu_ids:
+            self.gpu_load[node, list(gpu_ids)] += 1
+        tp = TaskPlacement(task.index, int(node), tuple(gpu_ids))
+        self._tentative.setdefault(job_id, []).append((tp, demand))
+        return tp
+
+    def reserved(self, job_id: str) -> list[TaskPlacement]:
+        return [tp for tp, _ in self._tentative.get(job_id, [])]
+
+    def discard(self, job_id: str) -> None:
+        for tp, demand in self._tentative.pop(job_id, []):
+            self.free[tp.node] += demand
+            if tp.gpu_ids:
+                self.gpu_load[tp.node, list(tp.gpu_ids)] -= 1
+
+    def commit(self, job_id: str, *, total_tasks: int, already_placed: int, gang: bool,
+               resume: bool = False) -> Status:
+        """Make the job's reservations a Launch (or Resume) decision.
+
+        With gang=True the job must end up with all `total_tasks` placed; otherwise everything it
+        reserved this round is discarded and the Status says how far it got."""
+        placed = self._tentative.get(job_id, [])
+        have = already_placed + len(placed)
+        if gang and have < total_tasks:
+            self.discard(job_id)
+            return Status.unschedulable(f"gang: {have} of {total_tasks} tasks fit")
+        self._tentative.pop(job_id, None)
+        if placed:
+            tps = tuple(tp for tp, _ in placed)
+            self.plan.add(Resume(job_id, tps) if resume else Launch(job_id, tps))
+        if have < total_tasks:
+            return Status.unschedulable(f"partial: {have} of {total_tasks} tasks placed")
+        return Status.success()
+
+    # -- actions on running jobs ------------------------------------------------------------
+    def release(self, job_id: str, placements, demands) -> None:
+        """Suspend a running job: its resources are free for the rest of this round."""
+        for tp, demand in zip(placements, demands):
+            self.free[tp.node] += np.asarray(demand, dtype=np.float64)
+            if tp.gpu_ids:
+                self.gpu_load[tp.node, list(tp.gpu_ids)] -= 1
+        self.released.add(job_id)
+        self.plan.add(Suspend(job_id))
+
+    def migrate(self, job_id: str, old, demands, new_placements: tuple[TaskPlacement, ...]) -> None:
+        """Move a running job: free its old placements and take the new ones."""
+        for tp, demand in zip(old, demands):
+            self.free[tp.node] += np.asarray(demand, dtype=np.float64)
+            if tp.gpu_ids:
+                self.gpu_load[tp.node, list(tp.gpu_ids)] -= 1
+        for tp, demand in zip(new_placements, demands):
+            self.free[tp.node] -= np.asarray(demand, dtype=np.float64)
+            if tp.gpu_ids:
+                self.gpu_load[tp.node, list(tp.gpu_ids)] += 1
+        self.plan.add(Migrate(job_id, tuple(new_placements)))

@@ -1,0 +1,406 @@
+"""SimBackend: the discrete-event simulator behind the Backend protocol.
+
+Jobs advance lazily: a running DL job keeps (remaining work, rate, time of last update); its
+remaining work is brought up to date only when its rate changes, and its finish event is pushed
+for now + remaining / rate. A rate change bumps the job's version, so finish events pushed
+earlier are recognised as stale and dropped when popped. Rates change when a job starts,
+stops, moves, is resized, finishes a restart, or when a job it shares a link or a GPU with does
+any of these (links are shared max-min fairly; see dlsched.workload.speed).
+
+Work units: iterations for jobs with a model and an iteration count; otherwise seconds at the
+ideal placement (a trace's duration). Independent tasks (`tasks` jobs) each run for their own
+duration_s.
+
+Costs: resuming, migrating or resizing a DL job makes it hold its new resources without
+progress for `restart_delay_s` (checkpoint restore, process start).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dlsched.cluster.state import ClusterState, Snapshot
+from dlsched.cluster.topology import Cluster
+from dlsched.core.types import (GPU, JobSpec, Launch, Migrate, Plan, Resize, Resume, Suspend,
+                                TaskPlacement, TaskSpec)
+from dlsched.scheduler import events as ev
+from dlsched.sim.engine import P_ARRIVAL, P_FINISH, P_NODE, P_RATE, P_TICK, EventHeap
+from dlsched.workload.speed import JobComm, SpeedModel, SpeedParams, max_min_shares
+
+
+# Engine-internal event records (the Scheduler never sees these).
+@dataclass(frozen=True, slots=True)
+class _Arrive:
+    job: JobSpec
+
+
+@dataclass(frozen=True, slots=True)
+class _Finish:
+    job_id: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class _TaskDone:
+    job_id: str
+    task: int
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class _RestartDone:
+    job_id: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Tick:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeChange:
+    node: int
+    up: bool
+
+
+@dataclass(eq=False, slots=True)
+class _Run:
+    spec: JobSpec
+    tasks: tuple[TaskSpec, ...]
+    remaining: float
+    placements: dict[int, TaskPlacement] = field(default_factory=dict)
+    rate: float = 0.0
+    last_t: float = 0.0
+    version: int = 0
+    prof: JobComm | None = None
+    restoring: bool = False       # next full placement starts with a restart delay
+    restart_until: float = -1.0
+    hold_gpus: float = 0.0
+    hold_since: float = 0.0
+    gpu_s: float = 0.0
+    nic_bytes: float = 0.0
+    cross_rack_bytes: float = 0.0
+    done_tasks: int = 0
+    finished: bool = False
+    first_progress_s: float | None = None
+
+    @property
+    def whole(self) -> bool:
+        return len(self.placements) + self.done_tasks == len(self.tasks)
+
+
+class SimBackend:
+    """Simulated cluster. `jobs` arrive at their submit times; `node_events` is a list of
+    (time, node_id, up) failures and repairs."""
+
+    def __init__(self, cluster: Cluster, jobs: list[JobSpec], *, speed: SpeedParams | None = None,
+                 restart_delay_s: float = 30.0, node_events: list[tuple[float, int, bool]] = (),
+                 record_rates: bool = True):
+        self.cluster = cluster
+        self.state = ClusterState(cluster)
+        self.speed = SpeedModel(cluster, speed)
+        self.restart_delay_s = float(restart_delay_s)
+        self.heap = EventHeap()
+        self._now = 0.0
+        self.runs: dict[str, _Run] = {}
+        self._net_jobs: set[str] = set()          # running jobs that use shared links
+        self._gpu_jobs: dict[tuple[int, int], list[str]] = {}
+        self._touched: set[str] = set()
+        self._net_touched = False
+        self._effective = 0.0
+        self._partial = 0.0
+        self._partial_jobs: set[str] = set()
+        self.log: list[tuple] = []
+        self.record_rates = record_rates
+        self._ticks: set[float] = set()
+        for job in jobs:
+            self.heap.push(float(job.submit_time_s), P_ARRIVAL, _Arrive(job))
+        for t, node, up in node_events:
+            self.heap.push(float(t), P_NODE, _NodeChange(int(node), bool(up)))
+
+    # -- Backend protocol -----------------------------------------------------------------------
+    def now(self) -> float:
+        return self._now
+
+    def snapshot(self) -> Snapshot:
+        return self.state.snapshot(self._now)
+
+    def wake_at(self, time: float) -> None:
+        if time not in self._ticks:
+            self._ticks.add(time)
+            self.heap.push(float(time), P_TICK, _Tick())
+
+    def usage(self) -> tuple[float, float, float]:
+        return self.state.allocated_gpus(), self._effective, self._partial
+
+    def job_stats(self, job_id: str) -> dict:
+        r = self.runs.get(job_id)
+        if r is None:
+            return {"gpu_s": 0.0, "nic_bytes": 0.0, "cross_rack_bytes": 0.0, "first_progress_s": None}
+        self._advance(r, self._now)
+        gpu_s = r.gpu_s + r.hold_gpus * (self._now - r.hold_since)
+        return {"gpu_s": gpu_s, "nic_bytes": r.nic_bytes, "cross_rack_bytes": r.cross_rack_bytes,
+                "first_progress_s": r.first_progress_s}
+
+    def poll(self) -> list | None:
+        """Pop every event at the next time; return those the Scheduler must see."""
+        heap = self.heap
+        out: list = []
+        while heap:
+            t = heap.peek_time()
+            if out and t > self._now:
+                break
+            if not out and t > self._now:
+                self._now = t
+            _, _, _, e = heap.pop()
+            self._handle(e, out)
+            if not heap or heap.peek_time() > self._now:
+                self._refresh()
+                if out:
+                    break
+        if not out:
+            self._refresh()
+            return None
+        return out
+
+    def apply(self, plan: Plan) -> None:
+        now = self._now
+        for d in plan.ordered():
+            r = self.runs[d.job_id]
+            if isinstance(d, Suspend):
+                self._stop(r, now)
+            elif isinstance(d, Launch):
+                self._take(r, d.placements, now)
+            elif isinstance(d, Resume):
+                r.restoring = True
+                self._take(r, d.placements, now)
+            elif isinstance(d, Migrate):
+                self._stop(r, now)
+                r.restoring = True
+                self._take(r, d.placements, now)
+            elif isinstance(d, Resize):
+                self._stop(r, now)
+                r.tasks = d.tasks
+                r.restoring = True
+                self._take(r, d.placements, now)
+            else:  # pragma: no cover - Plan only holds the decision types above
+                raise TypeError(f"unknown decision {d!r}")
+        self._refresh()
+
+    # -- events ---------------------------------------------------------------------------------
+    def _handle(self, e, out: list) -> None:
+        now = self._now
+        if isinstance(e, _Finish):
+            r = self.runs.get(e.job_id)
+            if r is None or r.finished or e.version != r.version:
+                return  # stale
+            self._advance(r, now)
+            self._finish(r, now)
+            out.append(ev.JobFinish(now, r.spec.job_id))
+        elif isinstance(e, _TaskDone):
+            r = self.runs[e.job_id]
+            if e.version != r.version or e.task not in r.placements:
+                return
+            tp = r.placements.pop(e.task)
+            self._give(r, tp, now)
+            r.done_tasks += 1
+            out.append(ev.TaskFinish(now, r.spec.job_id, e.task))
+            if r.done_tasks == len(r.tasks):
+                r.finished = True
+                self.log.append((now, "finish", r.spec.job_id, ""))
+                out.append(ev.JobFinish(now, r.spec.job_id))
+        elif isinstance(e, _Arrive):
+            job = e.job
+            work = job.iterations if job.iterations is not None else (job.duration_s or 0.0)
+            self.runs[job.job_id] = _Run(job, job.tasks, float(work), last_t=now)
+            self.log.append((now, "arrival", job.job_id, ""))
+            out.append(ev.JobArrival(now, job))
+        elif isinstance(e, _RestartDone):
+            r = self.runs.get(e.job_id)
+            if r is not None and e.version == r.version and not r.finished:
+                self._touched.add(r.spec.job_id)
+        elif isinstance(e, _Tick):
+            self._ticks.discard(now)
+            out.append(ev.RoundTick(now))
+        elif isinstance(e, _NodeChange):
+            self._node_change(e, now, out)
+
+    def _node_change(self, e: _NodeChange, now: float, out: list) -> None:
+        if self.state.up[e.node] == e.up:
+            return
+        self.state.up[e.node] = e.up
+        self.log.append((now, "node_up" if e.up else "node_down", "", str(e.node)))
+        if not e.up:
+            for r in list(self.runs.values()):
+                if not r.finished and any(tp.node == e.node for tp in r.placements.values()):
+                    self._stop(r, now)
+                    out.append(ev.JobStopped(now, r.spec.job_id, f"node {e.node} down"))
+            out.append(ev.NodeDown(now, e.node))
+        else:
+            out.append(ev.NodeUp(now, e.node))
+
+    # -- resources ------------------------------------------------------------------------------
+    def _hold(self, r: _Run, now: float, delta_gpus: float) -> None:
+        r.gpu_s += r.hold_gpus * (now - r.hold_since)
+        r.hold_since = now
+        r.hold_gpus += delta_gpus
+
+    def _take(self, r: _Run, placements, now: float) -> None:
+        for tp in placements:
+            task = r.tasks[tp.task]
+            self.state.take(tp.node, np.asarray(task.demand, dtype=np.float64), tp.gpu_ids)
+            r.placements[tp.task] = tp
+            self._hold(r, now, task.demand[GPU])
+            for g in tp.gpu_ids:
+                users = self._gpu_jobs.setdefault((tp.node, g), [])
+                self._touched.update(j for j in users if self.runs[j].spec.kind == "dl")
+                users.append(r.spec.job_id)
+            if task.duration_s is not None and r.spec.kind == "tasks":
+                self.heap.push(now + task.duration_s, P_FINISH, _TaskDone(r.spec.job_id, tp.task, r.version))
+                self._effective += task.demand[GPU]
+                if r.first_progress_s is None:
+                    r.first_progress_s = now
+        if r.spec.kind == "dl":
+            self._touched.add(r.spec.job_id)
+        self.log.append((now, "take", r.spec.job_id,
+                         ";".join(f"{tp.task}@{tp.node}" for tp in placements)))
+
+    def _give(self, r: _Run, tp: TaskPlacement, now: float) -> None:
+        task = r.tasks[tp.task]
+        self.state.give(tp.node, np.asarray(task.demand, dtype=np.float64), tp.gpu_ids)
+        self._hold(r, now, -task.demand[GPU])
+        for g in tp.gpu_ids:
+            lst = self._gpu_jobs[(tp.node, g)]
+            lst.remove(r.spec.job_id)
+            self._touched.update(j for j in lst if self.runs[j].spec.kind == "dl")
+            if not lst:
+                del self._gpu_jobs[(tp.node, g)]
+        if r.spec.kind == "tasks":
+            self._effective -= task.demand[GPU]
+
+    def _stop(self, r: _Run, now: float) -> None:
+        """Checkpoint (progress is kept) and free everything the job holds."""
+        self._advance(r, now)
+        self._set_rate(r, 0.0, now)
+        for tp in list(r.placements.values()):
+            self._give(r, tp, now)
+        r.placements.clear()
+        r.version += 1          # drops pending finish / task events
+        r.restoring = True
+        self._net_jobs.discard(r.spec.job_id)
+        if r.prof is not None and r.prof.link_bytes:
+            self._net_touched = True
+        r.prof = None
+        self._touched.add(r.spec.job_id)
+        self.log.append((now, "stop", r.spec.job_id, ""))
+
+    def _finish(self, r: _Run, now: float) -> None:
+        self._set_rate(r, 0.0, now)
+        for tp in list(r.placements.values()):
+            self._give(r, tp, now)
+        r.placements.clear()
+        r.finished = True
+        if r.spec.job_id in self._net_jobs:
+            self._net_jobs.discard(r.spec.job_id)
+            self._net_touched = True
+        r.prof = None
+        self._touched.discard(r.spec.job_id)
+        self.log.append((now, "finish", r.spec.job_id, ""))
+
+    # -- rates ----------------------------------------------------------------------------------
+    def _advance(self, r: _Run, now: float) -> None:
+        dt = now - r.last_t
+        if dt > 0 and r.rate > 0:
+            done = min(r.rate * dt, r.remaining)
+            r.remaining -= done
+            if r.prof is not None:
+                per = 1.0 if r.prof.iteration_based else 1.0 / r.prof.ideal_iter_s
+                r.nic_bytes += done * per * r.prof.nic_bytes
+                r.cross_rack_bytes += done * per * r.prof.cross_rack_bytes
+        r.last_t = now
+
+    def _set_rate(self, r: _Run, rate: float, now: float) -> None:
+        if rate == r.rate:
+            return
+        self._advance(r, now)
+        if r.spec.kind == "dl":
+            g = r.hold_gpus
+            self._effective += (g if rate > 0 else 0.0) - (g if r.rate > 0 else 0.0)
+        r.rate = rate
+        r.version += 1
+        if rate > 0:
+            if r.first_progress_s is None:
+                r.first_progress_s = now
+            self.heap.push(now + max(r.remaining, 0.0) / rate, P_FINISH, _Finish(r.spec.job_id, r.version))
+        if self.record_rates:
+            self.log.append((now, "rate", r.spec.job_id, f"{rate:.9g}"))
+
+    def _interference(self, r: _Run) -> float:
+        f = 1.0
+        if not self._gpu_jobs:
+            return f
+        seen = set()
+        for tp in r.placements.values():
+            for g in tp.gpu_ids:
+                for other in self._gpu_jobs.get((tp.node, g), ()):
+                    if other != r.spec.job_id and other not in seen:
+                        seen.add(other)
+                        f *= self.speed.params.factor(r.spec.model, self.runs[other].spec.model)
+        return f
+
+    def _target_rate(self, r: _Run, shares) -> float:
+        if r.finished or not r.whole or r.spec.kind != "dl" or self._now < r.restart_until:
+            return 0.0
+        base = 1.0 if r.prof is None else r.prof.rate(shares if r.prof.link_bytes else {})
+        return base * self._interference(r)
+
+    def _refresh(self) -> None:
+        """Bring every touched job's rate up to date (and all link-sharing jobs if needed)."""
+        if not self._touched and not self._net_touched:
+            return
+        now = self._now
+        for jid in sorted(self._touched):
+            r = self.runs[jid]
+            if r.finished:
+                continue
+            if r.whole and r.placements:
+                if r.restoring:
+                    r.restoring = False
+                    r.restart_until = now + self.restart_delay_s
+                    if self.restart_delay_s > 0:
+                        self.heap.push(r.restart_until, P_RATE, _RestartDone(jid, r.version))
+                if r.prof is None:
+                    r.prof = self.speed.profile(r.spec, tuple(r.placements.values()))
+                    if r.prof is not None and r.prof.link_bytes:
+                        self._net_jobs.add(jid)
+                        self._net_touched = True
+            elif r.prof is not None:
+                r.prof = None
+        # Gang jobs holding part of their tasks: the partial-hold waste.
+        for jid in self._touched:
+            r = self.runs[jid]
+            if r.spec.kind == "dl" and not r.finished and r.placements and not r.whole:
+                self._partial_jobs.add(jid)
+            else:
+                self._partial_jobs.discard(jid)
+        shares = None
+        todo = set(self._touched)
+        if self._net_touched and self._net_jobs:
+            flows = {j: tuple(self.runs[j].prof.link_bytes) for j in sorted(self._net_jobs)
+                     if self.runs[j].prof is not None and self.now() >= self.runs[j].restart_until}
+            shares = max_min_shares(flows, self.speed.link_capacity)
+            shares = {j: {link: s for link in flows[j]} for j, s in shares.items()}
+            todo |= self._net_jobs
+        for jid in sorted(todo):
+            r = self.runs[jid]
+            job_shares = None
+            if r.prof is not None and r.prof.link_bytes:
+                job_shares = (shares or {}).get(jid)
+                if job_shares is None:
+                    job_shares = {link: float(self.speed.link_capacity[link]) for link in r.prof.link_bytes}
+            self._set_rate(r, self._target_rate(r, job_shares), now)
+        self._partial = float(sum(self.runs[j].hold_gpus for j in self._partial_jobs))
+        self._touched.clear()
+        self._net_touched = False

@@ -1,0 +1,161 @@
+"""The common workload schema: one row per job, the same columns in CSV, Parquet and JSON lines.
+
+| column              | type   | required | meaning |
+| ---                 | ---    | ---      | --- |
+| job_id              | str    | yes      | unique id |
+| submit_time_s       | float  | yes      | arrival time, seconds from the start of the run |
+| kind                | str    | no (dl)  | `dl`: synchronous gang of workers (+ PS); `tasks`: independent tasks |
+| workers             | int    | no (1)   | workers of a DL job, or number of tasks of a `tasks` job |
+| ps                  | int    | no (0)   | parameter servers (DL jobs with comm = ps) |
+| gpus_per_worker     | float  | no (1 for dl, 0 for tasks) | GPUs per worker / task |
+| cpus_per_worker     | float  | no (1)   | CPU cores per worker / task |
+| mem_gb_per_worker   | float  | no (4)   | host memory per worker / task, GB |
+| disk_mbps_per_worker| float  | no (0)   | disk bandwidth per worker / task, MB/s |
+| net_gbps_per_worker | float  | no (0)   | NIC bandwidth reserved per worker / task, Gbps |
+| ps_cpus             | float  | no (2)   | CPU cores per parameter server (PS use no GPU) |
+| ps_mem_gb           | float  | no (8)   | memory per parameter server, GB |
+| model               | str    | no       | a model zoo name (dlsched.workload.models.ZOO) |
+| comm                | str    | no (allreduce) | `allreduce`, `ps` or `none` |
+| batch_size          | int    | no       | global batch size |
+| iterations          | float  | no       | training iterations (needs a known model) |
+| duration_s          | float  | no       | run time at the ideal placement (dl) or per task (tasks) |
+| deadline_s          | float  | no       | absolute deadline, seconds from the start |
+| priority            | int    | no (0)   | larger runs first where a policy uses it |
+| user                | str    | no (default) | owner, for fairness policies |
+| gpu_type            | str    | no       | required GPU type |
+
+A DL job needs `iterations` with a known `model`, or `duration_s`. A `tasks` job needs `duration_s`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dlsched.core.errors import InputError
+from dlsched.core.types import JobSpec, Role, TaskSpec
+from dlsched.workload.models import get_model
+
+# column -> (kind, default); kind: str, float, int
+COLUMNS: dict[str, tuple[str, Any]] = {
+    "job_id": ("str", None),
+    "submit_time_s": ("float", None),
+    "kind": ("str", "dl"),
+    "workers": ("int", 1),
+    "ps": ("int", 0),
+    "gpus_per_worker": ("float", None),
+    "cpus_per_worker": ("float", 1.0),
+    "mem_gb_per_worker": ("float", 4.0),
+    "disk_mbps_per_worker": ("float", 0.0),
+    "net_gbps_per_worker": ("float", 0.0),
+    "ps_cpus": ("float", 2.0),
+    "ps_mem_gb": ("float", 8.0),
+    "model": ("str", None),
+    "comm": ("str", "allreduce"),
+    "batch_size": ("int", None),
+    "iterations": ("float", None),
+    "duration_s": ("float", None),
+    "deadline_s": ("float", None),
+    "priority": ("int", 0),
+    "user": ("str", "default"),
+    "gpu_type": ("str", None),
+}
+REQUIRED = ("job_id", "submit_time_s")
+KINDS = ("dl", "tasks")
+COMMS = ("allreduce", "ps", "none")
+
+
+def _missing(v: Any) -> bool:
+    if v is None:
+        return True
+    if isinstance(v, float) and math.isnan(v):
+        return True
+    return isinstance(v, str) and v.strip() == ""
+
+
+def _convert(kind: str, v: Any, file, line, col) -> Any:
+    if kind == "str":
+        return str(v).strip()
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise InputError(f"expected a number, got {v!r}", file=file, line=line, field=col) from None
+    if not math.isfinite(x):
+        raise InputError(f"expected a finite number, got {v!r}", file=file, line=line, field=col)
+    if x < 0:
+        raise InputError(f"must be >= 0, got {v!r}", file=file, line=line, field=col)
+    if kind == "int":
+        if x != int(x):
+            raise InputError(f"expected an integer, got {v!r}", file=file, line=line, field=col)
+        return int(x)
+    return x
+
+
+def job_from_row(row: dict[str, Any], *, file: str | None = None, line: int | None = None) -> JobSpec:
+    """Validate one schema row and build its JobSpec. Errors name file, line and field."""
+    unknown = [k for k in row if k not in COLUMNS]
+    if unknown:
+        raise InputError(f"unknown column (schema: {', '.join(COLUMNS)})", file=file, line=line, field=unknown[0])
+    v: dict[str, Any] = {}
+    for col, (kind, default) in COLUMNS.items():
+        raw = row.get(col)
+        if _missing(raw):
+            if col in REQUIRED:
+                raise InputError("is required", file=file, line=line, field=col)
+            v[col] = default
+        else:
+            v[col] = _convert(kind, raw, file, line, col)
+    if v["kind"] not in KINDS:
+        raise InputError(f"must be one of {', '.join(KINDS)}, got {v['kind']!r}", file=file, line=line, field="kind")
+    if v["comm"] not in COMMS:
+        raise InputError(f"must be one of {', '.join(COMMS)}, got {v['comm']!r}", file=file, line=line, field="comm")
+    if v["workers"] < 1:
+        raise InputError("must be >= 1", file=file, line=line, field="workers")
+    is_dl = v["kind"] == "dl"
+    gpw = v["gpus_per_worker"] if v["gpus_per_worker"] is not None else (1.0 if is_dl else 0.0)
+    if v["model"] is not None and get_model(v["model"]) is None and v["iterations"] is not None:
+        raise InputError(f"unknown model {v['model']!r}: iterations need a model of the zoo",
+                         file=file, line=line, field="model")
+    if is_dl:
+        if v["iterations"] is None and v["duration_s"] is None:
+            raise InputError("a dl job needs iterations (with a known model) or duration_s",
+                             file=file, line=line, field="duration_s")
+        if v["iterations"] is not None and v["model"] is None:
+            raise InputError("iterations need a model", file=file, line=line, field="model")
+        if v["ps"] > 0 and v["comm"] != "ps":
+            v["comm"] = "ps"
+    else:
+        if v["duration_s"] is None:
+            raise InputError("a tasks job needs duration_s (per task)", file=file, line=line, field="duration_s")
+        if v["ps"]:
+            raise InputError("a tasks job has no parameter servers", file=file, line=line, field="ps")
+    demand = (gpw, v["cpus_per_worker"], v["mem_gb_per_worker"], v["disk_mbps_per_worker"], v["net_gbps_per_worker"])
+    tasks: list[TaskSpec] = []
+    role = Role.WORKER if is_dl else Role.TASK
+    for i in range(v["workers"]):
+        tasks.append(TaskSpec(i, role, demand, None if is_dl else v["duration_s"]))
+    ps_demand = (0.0, v["ps_cpus"], v["ps_mem_gb"], 0.0, 0.0)
+    for j in range(v["ps"]):
+        tasks.append(TaskSpec(v["workers"] + j, Role.PS, ps_demand, None))
+    model = v["model"].lower() if v["model"] else None
+    return JobSpec(
+        job_id=v["job_id"], submit_time_s=v["submit_time_s"], kind=v["kind"], tasks=tuple(tasks),
+        user=v["user"], priority=v["priority"], deadline_s=v["deadline_s"], model=model,
+        comm=v["comm"] if is_dl else "none", batch_size=v["batch_size"], iterations=v["iterations"],
+        duration_s=v["duration_s"], gpu_type=v["gpu_type"])
+
+
+def job_to_row(job: JobSpec) -> dict[str, Any]:
+    """The schema row of a JobSpec (inverse of job_from_row)."""
+    first = job.tasks[0]
+    ps = [t for t in job.tasks if t.role is Role.PS]
+    return {
+        "job_id": job.job_id, "submit_time_s": job.submit_time_s, "kind": job.kind,
+        "workers": len(job.tasks) - len(ps), "ps": len(ps),
+        "gpus_per_worker": first.demand[0], "cpus_per_worker": first.demand[1],
+        "mem_gb_per_worker": first.demand[2], "disk_mbps_per_worker": first.demand[3],
+        "net_gbps_per_worker": first.demand[4],
+        "ps_cpus": ps[0].demand[1] if ps else 2.0, "ps_mem_gb": ps[0].demand[2] if ps else 8.0,
+        "model": job.model, "comm": job.comm, "batch_size": job.batch_size, "iterations": job.iterations,
+        "duration_s": job.duration_s, "deadline_s": job.deadline_s, "priority": job.priority,
+        "user": job.user, "gpu_type": job.gpu_type,
+    }

@@ -1,0 +1,237 @@
+"""The speed model: how fast a placed DL job trains.
+
+    iteration time  t = compute + comm - overlap * min(compute, comm)
+
+compute: the per-GPU share of the global batch times the model's per-sample time on the slowest
+GPU type the job spans (synchronous training waits for the slowest worker), plus a fixed
+per-iteration overhead.
+
+comm (per iteration), two patterns:
+- all-reduce over n participating GPUs moves 2(n-1)/n x model bytes over the slowest link the job
+  spans: the GPU link inside one node; each NIC of the nodes it spans; each rack uplink when it
+  spans racks.
+- parameter servers: each worker pushes its gradient share (model bytes / #PS) to every PS and
+  pulls the same back, so a PS NIC carries (#remote workers x model / #PS) each way per
+  iteration. Larger batches mean fewer iterations per epoch, hence fewer exchanges (seed 000:
+  AlexNet epoch 330 s at batch 16, 49 s at batch 128).
+
+Links (NICs, rack uplinks) that running jobs share are divided max-min fairly among the jobs
+using them (each job is one flow per link: progressive filling, `max_min_shares`). A link's
+load is its busiest direction (links are full duplex). The GPU link inside a node is not shared.
+
+Jobs sharing a GPU slow each other by an interference factor: a job's speed is multiplied by
+`interference(model, other)` for each co-runner on its GPUs (default table INTERFERENCE,
+overridable per run).
+
+Jobs whose work is a duration from a trace (run time at the ideal placement) progress at
+rate ideal_t / t: 1.0 when packed on one node without contention, less when spread or
+contended. Jobs with no known model progress at rate 1 whatever their placement: the model has
+nothing to go on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import ceil
+
+import numpy as np
+
+from dlsched.cluster.topology import Cluster
+from dlsched.core.types import GPU, JobSpec, Role, TaskPlacement
+from dlsched.workload.models import ModelProfile, get_model
+
+GBPS = 1e9 / 8.0  # bytes/s per Gbps
+
+# Speed multiplier of a job for each co-runner sharing one of its GPUs, by (model, other model);
+# "*" matches any model. Defaults follow Gandiva (seed 001, Table 1): light models pack well.
+INTERFERENCE: dict[tuple[str, str], float] = {
+    ("*", "*"): 0.5,
+}
+
+
+@dataclass(frozen=True)
+class SpeedParams:
+    """Run-wide speed-model settings (overridable in a run's config)."""
+    interference: dict = field(default_factory=lambda: dict(INTERFERENCE))
+    overlap: float | None = None   # overrides every model's overlap when set
+
+    def factor(self, model: str | None, other: str | None) -> float:
+        m, o = model or "*", other or "*"
+        for key in ((m, o), (m, "*"), ("*", o), ("*", "*")):
+            if key in self.interference:
+                return float(self.interference[key])
+        return 1.0
+
+
+@dataclass
+class JobComm:
+    """A placed job's per-iteration profile, before link sharing."""
+    compute_s: float
+    local_comm_s: float                 # inside one node, unshared
+    link_bytes: dict[int, float]        # link id -> bytes per iteration (busiest direction)
+    overlap: float
+    ideal_iter_s: float
+    nic_bytes: float                    # bytes sent over NICs per iteration
+    cross_rack_bytes: float             # bytes crossing rack uplinks per iteration
+    iteration_based: bool               # work in iterations (True) or ideal seconds (False)
+
+    def iter_time(self, shares: dict[int, float] | None) -> float:
+        comm = self.local_comm_s
+        if self.link_bytes:
+            comm += max(b / shares[link] for link, b in self.link_bytes.items()) if shares else \
+                float("inf")
+        c = self.compute_s
+        return c + comm - self.overlap * min(c, comm)
+
+    def rate(self, shares: dict[int, float] | None) -> float:
+        """Work units per second: iterations/s, or ideal-seconds per second."""
+        t = self.iter_time(shares)
+        return 1.0 / t if self.iteration_based else self.ideal_iter_s / t
+
+
+class SpeedModel:
+    """Builds JobComm profiles for placements on one cluster; holds the link capacities.
+
+    Link ids: NIC of node n is link n; the uplink of rack r is link (num_nodes + r)."""
+
+    def __init__(self, cluster: Cluster, params: SpeedParams | None = None):
+        self.cluster = cluster
+        self.params = params or SpeedParams()
+        n = cluster.num_nodes
+        caps = [node.nic_gbps * GBPS for node in cluster.nodes]
+        caps += [u * GBPS for u in cluster.rack_uplink_gbps]
+        self.link_capacity = np.array(caps, dtype=np.float64)
+        self.num_nodes = n
+        self._rack = cluster.node_rack
+        self._gpu_link = np.array([node.gpu_link_gbps * GBPS for node in cluster.nodes])
+        self._gpus_per_node = max(cluster.max_gpus_per_node, 1)
+
+    # -- profile of one placement ------------------------------------------------------------
+    def profile(self, job: JobSpec, placements: tuple[TaskPlacement, ...]) -> JobComm | None:
+        """None when the job's speed does not depend on placement (no model, or not a DL job)."""
+        model = get_model(job.model)
+        if model is None or job.kind != "dl" or not placements:
+            return None
+        tasks = job.tasks
+        workers = [p for p in placements if tasks[p.task].role is Role.WORKER]
+        ps = [p for p in placements if tasks[p.task].role is Role.PS]
+        nodes = self.cluster.nodes
+        gpus = sum(max(tasks[p.task].demand[GPU], 0.0) for p in workers)
+        participants = max(int(round(gpus)), len(workers), 1)
+        batch = job.batch_size or model.default_batch * participants
+        local_bsz = batch / participants
+        slow_type = max((nodes[p.node].gpu_type for p in workers),
+                        key=lambda t: model.sample_time_s(t), default="none")
+        compute = model.overhead_ms / 1000.0 + local_bsz * model.sample_time_s(slow_type)
+        overlap = self.params.overlap if self.params.overlap is not None else model.overlap
+        M = model.param_bytes
+        link_bytes: dict[int, float] = {}
+        local = 0.0
+        nic_bytes = cross = 0.0
+        if job.comm == "ps" and ps:
+            P = len(ps)
+            share = M / P
+            w_nodes: dict[int, int] = {}
+            for p in workers:
+                w_nodes[p.node] = w_nodes.get(p.node, 0) + 1
+            p_nodes: dict[int, int] = {}
+            for p in ps:
+                p_nodes[p.node] = p_nodes.get(p.node, 0) + 1
+            send: dict[int, float] = {}
+            for a, wa in w_nodes.items():
+                for b, pb in p_nodes.items():
+                    vol = wa * pb * share        # each way: push a->b, pull b->a
+                    if a == b:
+                        local = max(local, 2 * vol / self._gpu_link[a])
+                        continue
+                    send[a] = send.get(a, 0.0) + vol
+                    send[b] = send.get(b, 0.0) + vol
+                    nic_bytes += 2 * vol
+                    ra, rb = int(self._rack[a]), int(self._rack[b])
+                    if ra != rb:
+                        for r in (ra, rb):
+                            key = self.num_nodes + r
+                            link_bytes[key] = link_bytes.get(key, 0.0) + vol
+                        cross += 2 * vol
+            link_bytes.update(send)
+        elif job.comm != "none" and participants > 1:
+            vol = 2.0 * (participants - 1) / participants * M
+            span = sorted({p.node for p in placements})
+            if len(span) == 1:
+                local = vol / self._gpu_link[span[0]]
+            else:
+                for n in span:
+                    link_bytes[n] = vol
+                nic_bytes = vol * len(span)
+                racks = sorted({int(self._rack[n]) for n in span})
+                if len(racks) > 1:
+                    for r in racks:
+                        link_bytes[self.num_nodes + r] = vol
+                    cross = vol * len(racks)
+        ideal = self._ideal_iter_s(model, job, participants, compute, overlap, M)
+        return JobComm(compute, local, link_bytes, overlap, ideal, nic_bytes, cross,
+                       iteration_based=job.iterations is not None)
+
+    def _ideal_iter_s(self, model: ModelProfile, job: JobSpec, n: int, compute: float,
+                      overlap: float, M: float) -> float:
+        """Iteration time packed on as few nodes as possible with no contention (what a trace's
+        duration is taken to mean)."""
+        if job.comm == "none" or n <= 1:
+            comm = 0.0
+        elif job.comm == "ps":
+            comm = 2.0 * M / float(self._gpu_link.max())
+        else:
+            vol = 2.0 * (n - 1) / n * M
+            if n <= self._gpus_per_node:
+                comm = vol / float(self._gpu_link.max())
+            else:
+                comm = vol / float(self.link_capacity[: self.num_nodes].max())
+        return compute + comm - overlap * min(compute, comm)
+
+    def isolated_iter_time(self, job: JobSpec, placements: tuple[TaskPlacement, ...]) -> float:
+        """Iteration time with the job alone on the cluster (full link capacities)."""
+        prof = self.profile(job, placements)
+        if prof is None:
+            raise ValueError(f"job {job.job_id} has no speed profile (model {job.model!r})")
+        shares = {link: float(self.link_capacity[link]) for link in prof.link_bytes}
+        return prof.iter_time(shares)
+
+
+def max_min_shares(flows: dict[str, tuple[int, ...]], capacity: np.ndarray) -> dict[str, float]:
+    """Max-min fair rate of each flow (bytes/s) by progressive filling.
+
+    `flows` maps a flow id to the links it crosses; every flow is an elephant (it takes all the
+    bandwidth it is given). Returns the rate each flow gets; a flow gets the same rate on every
+    link it crosses (its bottleneck's fair share)."""
+    remaining = {}
+    users: dict[int, list[str]] = {}
+    for f, links in flows.items():
+        for link in links:
+            users.setdefault(link, []).append(f)
+            remaining[link] = float(capacity[link])
+    rate: dict[str, float] = {}
+    active = {f for f, links in flows.items() if links}
+    while active:
+        # The most constrained link: least remaining capacity per unfrozen flow.
+        best_link, best_share = None, float("inf")
+        for link, fs in users.items():
+            n = sum(1 for f in fs if f in active)
+            if n:
+                s = remaining[link] / n
+                if s < best_share:
+                    best_link, best_share = link, s
+        if best_link is None:
+            break
+        frozen = [f for f in users[best_link] if f in active]
+        for f in frozen:
+            rate[f] = best_share
+            active.discard(f)
+            for link in flows[f]:
+                remaining[link] = max(remaining[link] - best_share, 0.0)
+    return rate
+
+
+def epoch_time_s(model_name: str, batch_size: int, samples: int, cluster: Cluster, job: JobSpec,
+                 placements: tuple[TaskPlacement, ...]) -> float:
+    """Time for one pass over `samples` at `batch_size`, with the job alone (a helper for checks)."""
+    sm = SpeedModel(cluster)
+    return ceil(samples / batch_size) * sm.isolated_iter_time(job, placements)
