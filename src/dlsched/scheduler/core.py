@@ -291,7 +291,8 @@ class Scheduler:
             txn.reserve(rec.job_id, task, node)
         total = len(rec.tasks) - len(rec.done_tasks)
         committed = txn.commit(rec.job_id, total_tasks=total, already_placed=len(rec.placed),
-                               gang=self.profile.gang or False,
+                               # a bag of independent tasks is never a gang: its tasks need not co-run
+                               gang=self.profile.gang and rec.spec.is_gang,
                                resume=rec.state is JobState.SUSPENDED)
         return committed if status.ok else (committed if not committed.ok else status)
 

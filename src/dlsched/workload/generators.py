@@ -1,0 +1,245 @@
+"""Synthetic workload generators, deterministic from a seed.
+
+Every generator is a function `(seed: int, **params) -> list[JobSpec]` registered in
+GENERATORS; it draws from `numpy.random.default_rng(seed)` only, so the same seed and
+parameters give the same jobs. A workload reference names a generator and may carry
+parameters: `poisson`, `poisson:jobs=200,rate=0.02`, `seed000:jobs=10`. Values parse as int,
+then float, else stay strings; each generator checks its parameters (unknown name or bad value
+-> DlschedError naming the parameter).
+
+Jobs are built through the common schema (`schema.job_from_row`), so every generated workload
+can be saved and loaded back unchanged.
+
+seed000   jobs=40, tasks=30, span_s=3000
+    Bag-of-tasks jobs ("tasks") with multi-resource demands, for packing policies (Tetris-like)
+    on the `seed000` cluster (20 nodes x 4 GPUs, 32 cores, 128 GB, 1000 MB/s disk, 10 Gbps).
+    Arrivals uniform over [0, span_s). All tasks of a job are alike (the schema has one demand
+    and one duration per job), jobs differ: a quarter of the jobs ask 1 GPU per task, the
+    others none; each job has a dominant resource among cpu / mem / disk / net, drawn from the
+    upper half of its range (cpu 1-8 cores, mem 2-32 GB, disk 50-400 MB/s, net 0.5-4 Gbps),
+    the other three from the lower half, so jobs complement one another when packed. Task
+    duration 100-600 s. With the defaults the 1200 tasks ask ~6.5x the cluster's cores at
+    once, and their disk and network work over the arrival window exceeds what the cluster
+    can serve (~1.3x), so queues build up.
+
+poisson   jobs=1000, rate=1/60 (jobs/s), users=8
+    DL jobs in the style of Gavel's generator on the Philly distribution: Poisson arrivals
+    (first at 0), GPUs 1/2/4/8 with probabilities 0.70/0.10/0.15/0.05, model uniform over
+    POISSON_MODELS, duration 60 x 10^U(1.5, 3) s with probability 0.8 else 60 x 10^U(3, 4) s
+    (the run time at the ideal placement; model and batch_size = default_batch x workers are
+    set too, so a speed model can slow badly placed jobs down), user uniform over u0..u<users-1>.
+    4 cores and 16 GB per worker, as assumed for Philly jobs.
+
+sample    jobs=60, span_s=7200
+    A small demo workload for the `seed002` cluster (2 x 4 V100 + 2 x 2 V100): DL jobs over
+    the first two hours, 1/2/4/8 GPUs (8-GPU jobs rare, at most 3), zoo models, global batch
+    = default_batch x workers and `iterations` chosen so that a job needs 5-60 minutes on one
+    V100 (log-uniform). About 1 in 6 multi-worker jobs uses a parameter server (comm "ps",
+    1 PS); about half the jobs have a deadline at submit + 2-4x their ideal run time.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from dlsched.core.errors import DlschedError
+from dlsched.core.types import JobSpec
+from dlsched.workload.models import get_model
+from dlsched.workload.schema import job_from_row
+
+POISSON_MODELS = ("resnet50", "vgg16", "bert", "lstm", "transformer", "resnet18", "inception3",
+                  "gpt2", "yolov3", "deepspeech2")
+# Models of the sample workload: all fit a 32 GB V100 at their default batch size.
+SAMPLE_MODELS = ("resnet50", "resnet18", "vgg16", "inception3", "googlenet", "mobilenet", "alexnet",
+                 "lstm", "transformer", "bert", "deepspeech2", "yolov3")
+PHILLY_GPU_MIX = ((1, 0.70), (2, 0.10), (4, 0.15), (8, 0.05))
+
+Generator = Callable[..., list[JobSpec]]
+
+
+# ----------------------------------------------------------------------------- parameters
+
+def parse_ref(ref: str) -> tuple[str, dict[str, Any]]:
+    """Split `name:key=value,key=value` into the name and its parameters (ints, floats, strings)."""
+    name, _, rest = ref.partition(":")
+    params: dict[str, Any] = {}
+    for item in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not eq or not key:
+            raise DlschedError(f"workload {ref!r}: parameter {item!r} is not key=value")
+        if key in params:
+            raise DlschedError(f"workload {ref!r}: parameter {key!r} given twice")
+        params[key] = _parse_value(value)
+    return name.strip(), params
+
+
+def _parse_value(text: str) -> Any:
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _check_params(gen: str, given: dict[str, Any], spec: dict[str, tuple[str, Any, float]]
+                  ) -> dict[str, Any]:
+    """Validate `given` against spec {name: (kind "int"/"float", default, exclusive lower bound)}."""
+    for key in given:
+        if key not in spec:
+            raise DlschedError(f"generator {gen!r}: unknown parameter {key!r} "
+                               f"(parameters: {', '.join(spec)})")
+    out = {}
+    for key, (kind, default, above) in spec.items():
+        v = given.get(key, default)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        if ok and kind == "int":
+            ok = float(v).is_integer()
+            v = int(v) if ok else v
+        if not ok or v <= above:
+            what = "an integer" if kind == "int" else "a number"
+            raise DlschedError(f"generator {gen!r}: parameter {key!r} must be {what} > {above:g}, got {v!r}")
+        out[key] = float(v) if kind == "float" else v
+    return out
+
+
+def _check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise DlschedError(f"seed must be an integer >= 0, got {seed!r}")
+    return int(seed)
+
+
+# ----------------------------------------------------------------------------- seed000
+
+def gen_seed000(seed: int = 0, **params: Any) -> list[JobSpec]:
+    """Bag-of-tasks jobs with heterogeneous multi-resource demands (see the module docstring)."""
+    p = _check_params("seed000", params, {"jobs": ("int", 40, 0), "tasks": ("int", 30, 0),
+                                          "span_s": ("float", 3000.0, 0)})
+    rng = np.random.default_rng(_check_seed(seed))
+    n = p["jobs"]
+    submit = np.sort(rng.uniform(0.0, p["span_s"], n))
+    gpu_jobs = np.zeros(n, dtype=bool)
+    gpu_jobs[rng.permutation(n)[:int(round(0.25 * n))]] = True
+    dominant = rng.integers(0, 4, n)        # 0 cpu, 1 mem, 2 disk, 3 net
+    u = rng.random((n, 4))                 # position inside the lower / upper half of each range
+    duration = rng.uniform(100.0, 600.0, n)
+    users = rng.integers(0, 4, n)
+
+    def pick(col: int, lo: float, hi: float, j: int) -> float:
+        mid = (lo + hi) / 2
+        a, b = (mid, hi) if dominant[j] == col else (lo, mid)
+        return a + (b - a) * u[j, col]
+
+    jobs = []
+    for j in range(n):
+        row = {
+            "job_id": f"job-{j:03d}", "submit_time_s": round(float(submit[j]), 3), "kind": "tasks",
+            "workers": p["tasks"], "gpus_per_worker": 1.0 if gpu_jobs[j] else 0.0,
+            "cpus_per_worker": float(round(pick(0, 1, 8, j))),
+            "mem_gb_per_worker": float(round(pick(1, 2, 32, j))),
+            "disk_mbps_per_worker": float(round(pick(2, 50, 400, j) / 10) * 10),
+            "net_gbps_per_worker": float(round(pick(3, 0.5, 4.0, j) * 2) / 2),
+            "comm": "none", "duration_s": float(round(duration[j])), "user": f"u{users[j]}",
+        }
+        jobs.append(job_from_row(row))
+    return jobs
+
+
+# ----------------------------------------------------------------------------- poisson
+
+def gen_poisson(seed: int = 0, **params: Any) -> list[JobSpec]:
+    """Gavel-style Poisson arrivals of Philly-like DL jobs (see the module docstring)."""
+    p = _check_params("poisson", params, {"jobs": ("int", 1000, 0), "rate": ("float", 1 / 60, 0),
+                                          "users": ("int", 8, 0)})
+    rng = np.random.default_rng(_check_seed(seed))
+    n = p["jobs"]
+    gaps = rng.exponential(1.0 / p["rate"], n)
+    submit = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
+    sizes, probs = zip(*PHILLY_GPU_MIX)
+    gpus = rng.choice(np.array(sizes), size=n, p=np.array(probs))
+    models = rng.integers(0, len(POISSON_MODELS), n)
+    long = rng.random(n) >= 0.8
+    exponent = np.where(long, rng.uniform(3.0, 4.0, n), rng.uniform(1.5, 3.0, n))
+    duration = 60.0 * 10.0 ** exponent
+    users = rng.integers(0, p["users"], n)
+    jobs = []
+    for j in range(n):
+        model = POISSON_MODELS[models[j]]
+        workers = int(gpus[j])
+        row = {
+            "job_id": f"job-{j:05d}", "submit_time_s": round(float(submit[j]), 3), "kind": "dl",
+            "workers": workers, "gpus_per_worker": 1.0, "cpus_per_worker": 4.0, "mem_gb_per_worker": 16.0,
+            "model": model, "comm": "allreduce", "batch_size": get_model(model).default_batch * workers,
+            "duration_s": round(float(duration[j]), 1), "user": f"u{users[j]}",
+        }
+        jobs.append(job_from_row(row))
+    return jobs
+
+
+# ----------------------------------------------------------------------------- sample
+
+def _iteration_s(model: str, batch: float) -> float:
+    """Rough V100 time of one iteration over `batch` samples on one GPU (compute only)."""
+    m = get_model(model)
+    return (m.overhead_ms + batch * m.ms_per_sample) / 1000.0
+
+
+def gen_sample(seed: int = 0, **params: Any) -> list[JobSpec]:
+    """The demo workload for the seed002 cluster (see the module docstring)."""
+    p = _check_params("sample", params, {"jobs": ("int", 60, 0), "span_s": ("float", 7200.0, 0)})
+    rng = np.random.default_rng(_check_seed(seed))
+    n = p["jobs"]
+    submit = np.sort(rng.uniform(0.0, p["span_s"], n))
+    gpus = rng.choice(np.array([1, 2, 4, 8]), size=n, p=np.array([0.50, 0.25, 0.20, 0.05]))
+    # Keep 8-GPU jobs rare: each one needs both 4-GPU servers (or all 12 GPUs' worth of room).
+    for j in np.flatnonzero(gpus == 8)[3:]:
+        gpus[j] = 4
+    models = rng.integers(0, len(SAMPLE_MODELS), n)
+    one_gpu_s = 60.0 * np.exp(rng.uniform(math.log(5.0), math.log(60.0), n))
+    use_ps = rng.random(n) < 1 / 6
+    has_deadline = rng.random(n) < 0.5
+    slack = rng.uniform(2.0, 4.0, n)
+    users = rng.integers(0, 4, n)
+    jobs = []
+    for j in range(n):
+        model = SAMPLE_MODELS[models[j]]
+        workers = int(gpus[j])
+        batch = get_model(model).default_batch * workers
+        iterations = float(max(1, round(one_gpu_s[j] / _iteration_s(model, batch))))
+        ps = 1 if (workers > 1 and use_ps[j]) else 0
+        row = {
+            "job_id": f"job-{j:02d}", "submit_time_s": round(float(submit[j]), 1), "kind": "dl",
+            "workers": workers, "ps": ps, "gpus_per_worker": 1.0, "cpus_per_worker": 4.0,
+            "mem_gb_per_worker": 16.0, "model": model, "comm": "ps" if ps else "allreduce",
+            "batch_size": batch, "iterations": iterations, "user": f"u{users[j]}",
+        }
+        if has_deadline[j]:
+            # Ideal run time: iterations at the per-worker batch with linear scaling, no comm.
+            ideal = iterations * _iteration_s(model, batch / workers)
+            row["deadline_s"] = float(round(submit[j] + slack[j] * ideal))
+        jobs.append(job_from_row(row))
+    return jobs
+
+
+GENERATORS: dict[str, Generator] = {
+    "seed000": gen_seed000,
+    "poisson": gen_poisson,
+    "sample": gen_sample,
+}
+
+
+def generate(ref: str, seed: int = 0, **params: Any) -> list[JobSpec]:
+    """Run the generator a reference names (`name` or `name:k=v,...`); `params` add to the ref's.
+
+    A `seed` parameter in the reference overrides the `seed` argument."""
+    name, ref_params = parse_ref(ref)
+    gen = GENERATORS.get(name)
+    if gen is None:
+        raise DlschedError(f"unknown workload generator {name!r} (generators: {', '.join(GENERATORS)})")
+    merged = {**ref_params, **params}
+    if "seed" in merged:
+        seed = merged.pop("seed")
+    return gen(seed, **merged)

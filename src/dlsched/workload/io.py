@@ -1,0 +1,371 @@
+"""Loading, saving and summarising workloads.
+
+A workload reference (`load_workload(ref)`) is one of
+- a generator name, possibly with parameters: `sample`, `seed000`, `poisson:jobs=500,rate=0.01`
+  (see `dlsched.workload.generators`); a name without a path separator is tried as a
+  generator first, so write `./sample` for a file called `sample`;
+- a bundled workload: `pollux-1` .. `pollux-8` (Pollux OSDI'21, see `readers`);
+- a file path.
+
+Files
+    Format (what the columns mean), recognised from the column names of the header / first
+    record, whatever the extension:
+      schema  the common schema (`dlsched.workload.schema`): has job_id and submit_time_s
+      philly  Philly per-job CSV: timestamp, duration, num_gpus[, gpu_time, cluster]
+      pollux  Pollux workload CSV: name, time, application, num_replicas, batch_size
+    Encoding, recognised from the content: Parquet (starts with `PAR1`), JSON lines (first
+    character `{`), otherwise CSV; any of them may be gzipped (gzip magic bytes).
+    `format=` overrides either: one of schema / philly / pollux, or csv / parquet / jsonl.
+
+Line numbers in errors are 1-based: in CSV the header is line 1 and the first data row line 2
+(quoted fields spanning several lines are not supported); in JSON lines the first record is
+line 1; in Parquet the row index + 1. Rows whose every field is empty (blank lines) are skipped.
+
+Saving (`save_workload`) always writes the common schema; the encoding comes from the
+extension: .csv, .csv.gz, .parquet, .jsonl, .jsonl.gz. The file is written next to its
+destination under a temporary name and renamed, so an error never leaves half a file.
+
+pandas and pyarrow are imported inside the functions that need them: the simulator core imports
+this module and must start fast.
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import io as _io
+import json
+import os
+import re
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from dlsched.core.errors import DlschedError, InputError
+from dlsched.core.types import GPU, JobSpec
+from dlsched.workload import readers
+from dlsched.workload.generators import GENERATORS, generate
+from dlsched.workload.schema import COLUMNS, job_to_row
+
+FORMATS = ("schema", "philly", "pollux")
+ENCODINGS = ("csv", "parquet", "jsonl")
+SAVE_SUFFIXES = {".csv": ("csv", False), ".csv.gz": ("csv", True), ".parquet": ("parquet", False),
+                 ".jsonl": ("jsonl", False), ".jsonl.gz": ("jsonl", True)}
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_PARQUET_MAGIC = b"PAR1"
+_PANDAS_LINE = re.compile(r"line (\d+)")
+
+
+# ----------------------------------------------------------------------------- loading
+
+def load_workload(ref: str | Path, *, format: str | None = None, seed: int = 0) -> list[JobSpec]:
+    """The jobs a reference names (generator, bundled workload or file), sorted by
+    (submit_time_s, job_id). `seed` feeds generators; `format` overrides file detection."""
+    if format is not None and format not in FORMATS + ENCODINGS:
+        raise DlschedError(f"unknown workload format {format!r} (formats: {', '.join(FORMATS + ENCODINGS)})")
+    named = isinstance(ref, str) and "/" not in ref and os.sep not in ref
+    if named:
+        name = ref.partition(":")[0].strip()
+        if name in GENERATORS:
+            if format is not None:
+                raise DlschedError(f"workload {ref!r} is a generator: format={format!r} applies to files only")
+            return _sorted(generate(ref, seed=seed))
+        bundled = readers.bundled_workload_path(ref)
+        if bundled is not None:
+            return load_workload(bundled, format=format)
+    path = Path(ref).expanduser()
+    if not path.exists():
+        if named and (":" in ref or not Path(ref).suffix):
+            raise DlschedError(
+                f"{ref}: not a workload generator ({', '.join(GENERATORS)}), a bundled workload "
+                f"(pollux-1 .. pollux-8) or an existing file")
+        raise DlschedError(f"{ref}: no such workload file")
+    if not path.is_file():
+        raise DlschedError(f"{path}: not a file")
+    return _load_file(path, format)
+
+
+def _sorted(jobs: list[JobSpec]) -> list[JobSpec]:
+    return sorted(jobs, key=lambda j: (j.submit_time_s, j.job_id))
+
+
+def _sniff(path: Path) -> tuple[str, bool]:
+    """(encoding, gzipped) from the first bytes of the file."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4)
+            gz = head[:2] == _GZIP_MAGIC
+            if gz:
+                fh.seek(0)
+                try:
+                    with gzip.GzipFile(fileobj=fh) as g:
+                        head = g.read(4096)
+                except (OSError, EOFError) as e:
+                    raise DlschedError(f"{path}: not a valid gzip file ({e})") from None
+            else:
+                head += fh.read(4092)
+    except OSError as e:
+        raise DlschedError(f"{path}: cannot read ({e.strerror or e})") from None
+    if head.startswith(_PARQUET_MAGIC):
+        return "parquet", gz
+    text = head.lstrip(b"\xef\xbb\xbf").lstrip()
+    if not text:
+        raise DlschedError(f"{path}: empty workload file")
+    return ("jsonl" if text.startswith(b"{") else "csv"), gz
+
+
+def _load_file(path: Path, format: str | None) -> list[JobSpec]:
+    file = str(path)
+    encoding, gz = _sniff(path)
+    if format in ENCODINGS:
+        encoding, format = format, None
+    if encoding == "parquet" and gz:
+        raise DlschedError(f"{file}: gzipped Parquet is not supported (Parquet compresses itself)")
+
+    # Read the rows: `columns` (header / first record), and either `records` (line, dict) or a
+    # DataFrame `frame` with the line number of each row in `lines`.
+    records: list[tuple[int, dict[str, Any]]] | None = None
+    frame = None
+    if encoding == "csv":
+        frame, lines = _read_csv(path, gz)
+        columns = list(frame.columns)
+    elif encoding == "jsonl":
+        records = _read_jsonl(path, gz)
+        columns = list(records[0][1]) if records else []
+    else:
+        table = _read_parquet(path)
+        columns = list(table.column_names)
+
+    fmt = format or readers.detect_format(columns)
+    if fmt is None:
+        raise DlschedError(
+            f"{file}: unrecognised workload columns ({', '.join(map(str, columns)) or 'none'}); expected "
+            f"the dlsched schema (job_id, submit_time_s, ...), a Philly trace ({', '.join(readers.PHILLY_COLUMNS)}) "
+            f"or a Pollux workload ({', '.join(readers.POLLUX_COLUMNS)})")
+
+    if encoding == "parquet":
+        if fmt == "schema":
+            rows = table.to_pylist()
+            records = [(i + 1, r) for i, r in enumerate(rows)]
+        else:
+            frame = table.to_pandas()
+            lines = np.arange(1, len(frame) + 1)
+    if fmt == "schema":
+        if records is None:
+            cols = [frame[c].tolist() for c in frame.columns]
+            records = [(line, dict(zip(frame.columns, values)))
+                       for line, values in zip(lines.tolist(), zip(*cols))]
+        pairs = readers.read_schema_rows(records, file=file)
+    else:
+        if frame is None:
+            frame, lines = _records_frame(records)
+        reader = readers.read_philly if fmt == "philly" else readers.read_pollux
+        pairs = reader(frame, lines, file=file)
+
+    seen: dict[str, int] = {}
+    for line, job in pairs:
+        if job.job_id in seen:
+            raise InputError(f"duplicate job_id {job.job_id!r} (first on line {seen[job.job_id]})",
+                             file=file, line=line, field="job_id")
+        seen[job.job_id] = line
+    return _sorted([job for _, job in pairs])
+
+
+def _read_csv(path: Path, gz: bool):
+    """All cells as strings ('' when empty), and the line number of each kept row."""
+    import pandas as pd
+
+    file = str(path)
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False,
+                            skip_blank_lines=False, compression="gzip" if gz else None,
+                            encoding="utf-8-sig")
+    except pd.errors.ParserError as e:
+        m = _PANDAS_LINE.search(str(e))
+        raise InputError(f"malformed CSV ({e})", file=file,
+                         line=int(m.group(1)) if m else None) from None
+    except pd.errors.EmptyDataError:
+        raise DlschedError(f"{file}: empty workload file") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"not UTF-8 text ({e.reason})", file=file) from None
+    except (OSError, EOFError) as e:
+        raise DlschedError(f"{file}: cannot read ({e})") from None
+    frame.columns = [str(c).strip() for c in frame.columns]
+    # skip_blank_lines=False keeps row i on line i + 2; blank lines then come back as rows of
+    # empty strings, dropped here with their line numbers kept for the others.
+    lines = np.arange(2, len(frame) + 2)
+    if len(frame) and len(frame.columns):
+        empty = np.ones(len(frame), dtype=bool)
+        for c in frame.columns:
+            empty &= (frame[c].str.strip() == "").to_numpy()
+        if empty.any():
+            frame = frame[~empty].reset_index(drop=True)
+            lines = lines[~empty]
+    return frame, lines
+
+
+def _read_jsonl(path: Path, gz: bool) -> list[tuple[int, dict[str, Any]]]:
+    file = str(path)
+    out = []
+    opener = gzip.open if gz else open
+    try:
+        with opener(path, "rt", encoding="utf-8-sig") as fh:
+            for line, text in enumerate(fh, start=1):
+                if not text.strip():
+                    continue
+                try:
+                    record = json.loads(text)
+                except json.JSONDecodeError as e:
+                    raise InputError(f"invalid JSON ({e.msg}, column {e.colno})", file=file, line=line) from None
+                if not isinstance(record, dict):
+                    raise InputError("expected a JSON object per line", file=file, line=line)
+                out.append((line, {str(k).strip(): v for k, v in record.items()}))
+    except UnicodeDecodeError as e:
+        raise InputError(f"not UTF-8 text ({e.reason})", file=file) from None
+    except (OSError, EOFError) as e:
+        raise DlschedError(f"{file}: cannot read ({e})") from None
+    return out
+
+
+def _read_parquet(path: Path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path)
+    except (pa.ArrowException, OSError) as e:
+        raise DlschedError(f"{path}: cannot read Parquet ({e})") from None
+
+
+def _records_frame(records: list[tuple[int, dict[str, Any]]]):
+    import pandas as pd
+
+    frame = pd.DataFrame.from_records([r for _, r in records])
+    return frame, np.array([line for line, _ in records], dtype=np.int64)
+
+
+# ----------------------------------------------------------------------------- saving
+
+def _save_kind(path: Path) -> tuple[str, bool]:
+    name = path.name.lower()
+    for suffix in sorted(SAVE_SUFFIXES, key=len, reverse=True):
+        if name.endswith(suffix):
+            return SAVE_SUFFIXES[suffix]
+    raise DlschedError(f"{path}: cannot tell the format from the extension "
+                       f"(use one of {', '.join(SAVE_SUFFIXES)})")
+
+
+def save_workload(jobs: Iterable[JobSpec], path: str | Path) -> Path:
+    """Write jobs in the common schema; encoding from the extension (.csv[.gz], .parquet,
+    .jsonl[.gz]). Atomic: written to a temporary file in the same folder, then renamed."""
+    path = Path(path)
+    encoding, gz = _save_kind(path)
+    rows = [job_to_row(j) for j in jobs]
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise DlschedError(f"{path}: folder {folder} does not exist")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            if encoding == "parquet":
+                _write_parquet(rows, raw)
+            else:
+                # mtime=0: the same jobs always give the same bytes
+                out = gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) if gz else raw
+                text = _io.TextIOWrapper(out, encoding="utf-8", newline="")
+                (_write_csv if encoding == "csv" else _write_jsonl)(rows, text)
+                text.flush()
+                text.detach()
+                if gz:
+                    out.close()
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def _write_csv(rows: list[dict[str, Any]], fh) -> None:
+    # csv writes floats with repr(), which reads back to the same float.
+    writer = csv.DictWriter(fh, fieldnames=list(COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+
+
+def _write_jsonl(rows: list[dict[str, Any]], fh) -> None:
+    for row in rows:
+        fh.write(json.dumps(_plain(row), separators=(",", ":")) + "\n")
+
+
+def _plain(row: dict[str, Any]) -> dict[str, Any]:
+    # numpy scalars (from user-built jobs) are not JSON serialisable
+    return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
+
+
+def _write_parquet(rows: list[dict[str, Any]], fh) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    types = {"str": pa.string(), "float": pa.float64(), "int": pa.int64()}
+    schema = pa.schema([(c, types[kind]) for c, (kind, _) in COLUMNS.items()])
+    table = pa.Table.from_pylist([_plain(r) for r in rows], schema=schema)
+    pq.write_table(table, fh)
+
+
+# ----------------------------------------------------------------------------- describing
+
+def describe_workload(jobs: Iterable[JobSpec]) -> dict[str, Any]:
+    """Summary counts of a workload (JSON-friendly).
+
+    jobs, dl_jobs, tasks_jobs, tasks (all tasks incl. parameter servers), gpus_requested (sum),
+    gpus_per_job ({gpus: jobs}), first_submit_s, last_submit_s, span_s, jobs_with_duration,
+    gpu_seconds (GPUs x duration over jobs with a known duration; per task for `tasks` jobs),
+    jobs_with_iterations, jobs_with_deadline, users, models ({model: jobs}, None left out)."""
+    jobs = list(jobs)
+    gpus_hist: Counter = Counter()
+    models: Counter = Counter()
+    gpu_seconds = 0.0
+    with_duration = 0
+    for j in jobs:
+        g = j.gpus
+        gpus_hist[int(g) if float(g).is_integer() else g] += 1
+        if j.model is not None:
+            models[j.model] += 1
+        if j.kind == "tasks":
+            known = [t for t in j.tasks if t.duration_s is not None]
+            if known:
+                with_duration += 1
+                gpu_seconds += sum(t.demand[GPU] * t.duration_s for t in known)
+        elif j.duration_s is not None:
+            with_duration += 1
+            gpu_seconds += g * j.duration_s
+    submits = [j.submit_time_s for j in jobs]
+    first = min(submits) if submits else 0.0
+    last = max(submits) if submits else 0.0
+    return {
+        "jobs": len(jobs),
+        "dl_jobs": sum(1 for j in jobs if j.kind == "dl"),
+        "tasks_jobs": sum(1 for j in jobs if j.kind == "tasks"),
+        "tasks": sum(len(j.tasks) for j in jobs),
+        "gpus_requested": float(sum(j.gpus for j in jobs)),
+        "gpus_per_job": dict(sorted(gpus_hist.items())),
+        "first_submit_s": first,
+        "last_submit_s": last,
+        "span_s": last - first,
+        "jobs_with_duration": with_duration,
+        "gpu_seconds": gpu_seconds,
+        "jobs_with_iterations": sum(1 for j in jobs if j.iterations is not None),
+        "jobs_with_deadline": sum(1 for j in jobs if j.deadline_s is not None),
+        "users": len({j.user for j in jobs}),
+        "models": dict(sorted(models.items())),
+    }
+
+
+__all__ = ["load_workload", "save_workload", "describe_workload", "FORMATS", "ENCODINGS"]
