@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml Makefile
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/dlsched compare --cluster seed002 --workload sample --policies fifo,fifo-gang,fifo-bestfit --out out/demo
+	$(BIN)/dlsched compare --cluster seed002 --workload sample --policies fifo,fifo-gang,fifo-backfill --out out/demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests

@@ -24,9 +24,23 @@ CLUSTER_HELP = "a preset (seed000, seed002, liquid-N, pollux, philly) or a clust
 WORKLOAD_HELP = "a workload file (CSV, Parquet, JSON lines; gzipped or not) or a generator name"
 
 
+# The figures the terminal table shows (the HTML report and summary.json have all of them).
+TERMINAL_KEYS = ("policy", "finished", "mean_jct_s", "p95_jct_s", "makespan_s", "mean_wait_s",
+                 "gpu_util_pct", "nic_gb", "sched_time_s", "partial_hold_gpu_h", "deadline_hit_pct")
+
+
 def _console(stderr: bool = False):
     from rich.console import Console
-    return Console(stderr=stderr)
+    c = Console(stderr=stderr)
+    if not c.is_terminal:          # piped / CI: do not squeeze the table into 80 columns
+        c = Console(stderr=stderr, width=160)
+    return c
+
+
+def _print_summary(results, title: str) -> None:
+    from dlsched.report import rich_table, summary_table
+    rows = [{k: r[k] for k in TERMINAL_KEYS if k in r} for r in summary_table(results)]
+    _console().print(rich_table(rows, title=title))
 
 
 class _Progress:
@@ -102,8 +116,7 @@ def simulate(
     cl, jobs, wname = _load(cluster, workload, fmt, seed)
     res = _run_one(cl, jobs, wname, policy, seed, policy_config, restart_delay_s)
     res.save(out)
-    from dlsched.report import rich_table, summary_table
-    _console().print(rich_table(summary_table([res]), title=f"{policy} on {cl.name} / {wname}"))
+    _print_summary([res], f"{policy} on {cl.name} / {wname}")
     if report:
         from dlsched.report import write_run_report
         path = write_run_report(res, out)
@@ -138,8 +151,8 @@ def compare(
     results = [_run_one(cl, jobs, wname, p, seed, policy_config, restart_delay_s) for p in names]
     for res in results:
         res.save(out / res.policy)
-    from dlsched.report import rich_table, summary_table, write_compare_report
-    _console().print(rich_table(summary_table(results), title=f"{cl.name} / {wname}"))
+    from dlsched.report import write_compare_report
+    _print_summary(results, f"{cl.name} / {wname}")
     path = write_compare_report(results, out, title=f"dlsched: {', '.join(names)} on {cl.name} / {wname}")
     typer.echo(f"report: {path}")
 

@@ -46,6 +46,7 @@ class ClusterState:
         self.gpu_load = np.zeros((cluster.num_nodes, g), dtype=np.int32)
         for n in cluster.nodes:
             self.gpu_load[n.node_id, n.gpus:] = -1
+        self._busy_gpus = 0   # GPUs with at least one task (kept by take/give)
 
     def snapshot(self, now: float) -> Snapshot:
         free, up, load = self.free.copy(), self.up.copy(), self.gpu_load.copy()
@@ -55,19 +56,23 @@ class ClusterState:
 
     def take(self, node: int, demand: np.ndarray, gpu_ids: tuple[int, ...]) -> None:
         self.free[node] -= demand
-        if gpu_ids:
-            self.gpu_load[node, list(gpu_ids)] += 1
-        if (self.free[node] < -_EPS).any() and not gpu_ids:
-            raise AssertionError(f"node {node} over-allocated: free {self.free[node]}")
+        load = self.gpu_load[node]
+        for g in gpu_ids:
+            load[g] += 1
+            if load[g] == 1:
+                self._busy_gpus += 1
 
     def give(self, node: int, demand: np.ndarray, gpu_ids: tuple[int, ...]) -> None:
         self.free[node] += demand
-        if gpu_ids:
-            self.gpu_load[node, list(gpu_ids)] -= 1
+        load = self.gpu_load[node]
+        for g in gpu_ids:
+            load[g] -= 1
+            if load[g] == 0:
+                self._busy_gpus -= 1
 
     def allocated_gpus(self) -> float:
         """GPUs held (over-subscribed GPUs count once)."""
-        return float((self.gpu_load > 0).sum())
+        return float(self._busy_gpus)
 
     def check(self) -> None:
         """Invariants: nothing over-allocated except GPUs that are explicitly shared."""
@@ -79,3 +84,5 @@ class ClusterState:
             raise AssertionError(f"node {n} over-allocated: free {self.free[n]}")
         if (self.free > cap + 1e-6).any():
             raise AssertionError("free exceeds capacity")
+        if self._busy_gpus != int((self.gpu_load > 0).sum()):
+            raise AssertionError("busy GPU count out of step with gpu_load")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -43,6 +44,14 @@ class NodeSpec:
         return np.array([self.gpus, self.cpus, self.mem_gb, self.disk_mbps, self.nic_gbps], dtype=np.float64)
 
 
+@lru_cache(maxsize=65536)
+def demand_vector(demand: tuple[float, ...]) -> np.ndarray:
+    """The read-only numpy vector of a demand tuple (cached: tasks of a job share one)."""
+    v = np.asarray(demand, dtype=np.float64)
+    v.setflags(write=False)
+    return v
+
+
 class Role(str, enum.Enum):
     WORKER = "worker"
     PS = "ps"
@@ -63,6 +72,10 @@ class TaskSpec:
     @property
     def gpus(self) -> float:
         return self.demand[GPU]
+
+    @property
+    def vector(self) -> np.ndarray:
+        return demand_vector(self.demand)
 
 
 @dataclass(frozen=True, slots=True)

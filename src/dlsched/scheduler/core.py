@@ -219,11 +219,13 @@ class Scheduler:
             self._cap_max = cap.max(axis=0)
             self._cap_total = cap.sum(axis=0)
         need = np.zeros_like(self._cap_total)
+        seen = set()
         for t in job.tasks:
-            d = np.asarray(t.demand)
-            if (d > self._cap_max + _EPS).any():
-                return f"task {t.index} is larger than any node"
-            need += d
+            if t.demand not in seen:
+                seen.add(t.demand)
+                if (t.vector > self._cap_max + _EPS).any():
+                    return f"task {t.index} is larger than any node"
+            need += t.vector
         if job.kind == "dl" and (need > self._cap_total + _EPS).any():
             return "the job needs more than the whole cluster"
         return ""

@@ -37,18 +37,20 @@ class Transaction:
         if k <= 0:
             return ()
         load = self.gpu_load[node]
-        slots = np.flatnonzero(load >= 0)
-        order = slots[np.argsort(load[slots], kind="stable")]
-        return tuple(int(i) for i in order[:k])
+        n = self.snap.cluster.nodes[node].gpus
+        if k == 1:
+            return (int(np.argmin(load[:n])),)
+        return tuple(int(i) for i in np.argsort(load[:n], kind="stable")[:k])
 
     def reserve(self, job_id: str, task: TaskSpec, node: int,
                 gpu_ids: tuple[int, ...] | None = None) -> TaskPlacement:
-        demand = np.asarray(task.demand, dtype=np.float64)
+        demand = task.vector
         if gpu_ids is None:
             gpu_ids = self.pick_gpus(node, task.demand[GPU])
         self.free[node] -= demand
-        if gpu_ids:
-            self.gpu_load[node, list(gpu_ids)] += 1
+        load = self.gpu_load[node]
+        for g in gpu_ids:
+            load[g] += 1
         tp = TaskPlacement(task.index, int(node), tuple(gpu_ids))
         self._tentative.setdefault(job_id, []).append((tp, demand))
         return tp
@@ -59,8 +61,9 @@ class Transaction:
     def discard(self, job_id: str) -> None:
         for tp, demand in self._tentative.pop(job_id, []):
             self.free[tp.node] += demand
-            if tp.gpu_ids:
-                self.gpu_load[tp.node, list(tp.gpu_ids)] -= 1
+            load = self.gpu_load[tp.node]
+            for g in tp.gpu_ids:
+                load[g] -= 1
 
     def commit(self, job_id: str, *, total_tasks: int, already_placed: int, gang: bool,
                resume: bool = False) -> Status:

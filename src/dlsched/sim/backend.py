@@ -250,7 +250,7 @@ class SimBackend:
     def _take(self, r: _Run, placements, now: float) -> None:
         for tp in placements:
             task = r.tasks[tp.task]
-            self.state.take(tp.node, np.asarray(task.demand, dtype=np.float64), tp.gpu_ids)
+            self.state.take(tp.node, task.vector, tp.gpu_ids)
             r.placements[tp.task] = tp
             self._hold(r, now, task.demand[GPU])
             for g in tp.gpu_ids:
@@ -269,7 +269,7 @@ class SimBackend:
 
     def _give(self, r: _Run, tp: TaskPlacement, now: float) -> None:
         task = r.tasks[tp.task]
-        self.state.give(tp.node, np.asarray(task.demand, dtype=np.float64), tp.gpu_ids)
+        self.state.give(tp.node, task.vector, tp.gpu_ids)
         self._hold(r, now, -task.demand[GPU])
         for g in tp.gpu_ids:
             lst = self._gpu_jobs[(tp.node, g)]

@@ -22,7 +22,7 @@ class FitsFilter:
         pass
 
     def filter(self, ctx, job, task, free) -> NodeMask:
-        demand = np.asarray(task.demand)
+        demand = task.vector
         ok = (free >= demand - _EPS).all(axis=1)
         if job.gpu_type is not None:
             cl = ctx.snap.cluster
