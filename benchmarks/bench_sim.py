@@ -1,0 +1,90 @@
+"""Simulator speed benchmark: FIFO on the whole Philly trace (82,247 jobs, `philly` preset) and on
+Pollux workload-6 (`pollux` preset). Each case runs in a fresh subprocess so that its peak RSS is
+its own; results are written to benchmarks/RESULTS.md (the table between the BENCH markers).
+
+    python benchmarks/bench_sim.py [--traces ../shared/traces] [--policy fifo] [--no-write]
+
+Goal (issue "The simulation core"): Philly in <= 60 s on a 2-core machine with RSS <= 2 GB;
+later <= 20 s for every non-optimising policy. The fastest peer simulator does about 385 jobs/s.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+CHILD = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+from dlsched.workload.io import load_workload
+import dlsched
+jobs = load_workload(sys.argv[1])
+t1 = time.perf_counter()
+res = dlsched.simulate(sys.argv[2], jobs, sys.argv[3], record_rates=False)
+t2 = time.perf_counter()
+print(json.dumps({"jobs": len(jobs), "load_s": t1 - t0, "sim_s": t2 - t1,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "finished": res.summary["finished"], "mean_jct_s": res.summary["mean_jct_s"],
+                  "sched_time_s": res.summary["sched_time_s"]}))
+"""
+
+
+def run_case(workload: Path, cluster: str, policy: str) -> dict:
+    if not workload.exists():
+        raise SystemExit(f"benchmark input not found: {workload} (pass --traces)")
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", CHILD, str(workload), cluster, policy],
+                         check=True, capture_output=True, text=True)
+    d = json.loads(out.stdout.strip().splitlines()[-1])
+    d["wall_s"] = time.perf_counter() - t
+    d["jobs_per_s"] = d["jobs"] / d["sim_s"]
+    return d
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--traces", type=Path, default=ROOT.parent / "shared" / "traces")
+    ap.add_argument("--policy", default="fifo")
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+    cases = [("Philly (whole trace)", args.traces / "philly" / "philly.csv.gz", "philly"),
+             ("Pollux workload-6", args.traces / "pollux" / "workloads" / "workload-6.csv", "pollux")]
+    rows = []
+    for name, path, cluster in cases:
+        d = run_case(path, cluster, args.policy)
+        rows.append((name, cluster, d))
+        print(f"{name}: {d['jobs']} jobs, simulate {d['sim_s']:.2f} s ({d['jobs_per_s']:,.0f} jobs/s), "
+              f"load {d['load_s']:.2f} s, wall {d['wall_s']:.2f} s, peak RSS {d['rss_mb']:.0f} MB")
+    if args.no_write:
+        return
+    import os
+    table = ["| case | policy | cluster | jobs | simulate (s) | jobs/s | load (s) | process wall (s) | peak RSS (MB) | mean JCT (s) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, cluster, d in rows:
+        table.append(f"| {name} | {args.policy} | {cluster} | {d['jobs']:,} | {d['sim_s']:.2f} | {d['jobs_per_s']:,.0f} | "
+                     f"{d['load_s']:.2f} | {d['wall_s']:.2f} | {d['rss_mb']:.0f} | {d['mean_jct_s']:,.1f} |")
+    stamp = (f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+             f"with `python benchmarks/bench_sim.py --policy {args.policy}`.")
+    block = "\n".join([f"<!-- BENCH:{args.policy} -->", stamp, "", *table, f"<!-- /BENCH:{args.policy} -->"])
+    res_file = HERE / "RESULTS.md"
+    text = res_file.read_text() if res_file.exists() else "# Benchmark results\n"
+    start, end = f"<!-- BENCH:{args.policy} -->", f"<!-- /BENCH:{args.policy} -->"
+    if start in text and end in text:
+        text = text[:text.index(start)] + block + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    tmp = res_file.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(res_file)
+    print(f"updated {res_file}")
+
+
+if __name__ == "__main__":
+    main()
