@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import yaml
 
+import dlsched.policies  # noqa: F401  (every policy registers itself on import)
 from dlsched.cluster.topology import Cluster, load_cluster
 from dlsched.core.errors import ConfigError, DlschedError
 from dlsched.core.types import JobSpec
@@ -58,7 +59,6 @@ def simulate(cluster: str | Path | Cluster, workload: str | Path | list[JobSpec]
 
     cluster: a preset name or YAML path; workload: a file (any supported format), a generator
     name, or a list of JobSpec; policy: a registered profile name (`dlsched policies`)."""
-    import dlsched.policies  # noqa: F401  (registers every policy)
     cl = load_cluster(cluster)
     if isinstance(workload, (list, tuple)):
         jobs, wname = list(workload), "jobs"
