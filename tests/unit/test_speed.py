@@ -162,3 +162,19 @@ def test_comm_heavy_apps_suffer_most_when_split():
         return sm.isolated_iter_time(job, _pl(0, 1)) / sm.isolated_iter_time(job, _pl(0, 0))
     assert ratio("bert", 4) > 2.0 and ratio("ncf", 1025) > 1.8
     assert ratio("imagenet", 200) < 1.3
+
+
+def test_link_shares_are_recomputed_when_a_restart_ends():
+    """4 nodes x 2 GPUs. A (nodes 0+1) and B (nodes 1+2) share node 1's NIC from t=0. Node 2 fails at
+    t=10: B stops and A gets the whole NIC. B restarts on nodes 1+3 and, after its 30 s restore, shares
+    node 1's NIC with A again from t=40: A's rate must fall back to the shared rate then."""
+    from dlsched.cluster import cluster_from_dict
+    cl = cluster_from_dict({"node_groups": [{"count": 4, "gpus": 2, "gpu_type": "V100", "gpu_mem_gb": 32,
+                                             "cpus": 8, "mem_gb": 64, "nic_gbps": 10}]})
+    jobs = [job_from_row(dict(job_id=j, submit_time_s=0, model="bert", workers=3, batch_size=36,
+                              iterations=1000)) for j in ("A", "B")]
+    r = dlsched.simulate(cl, jobs, "fifo", node_events=[(10, 2, False)], restart_delay_s=30)
+    rates = [(t, float(d)) for t, kind, jid, d in r.events if kind == "rate" and jid == "A"]
+    shared, alone = rates[0][1], rates[1][1]
+    assert rates[0][0] == 0 and rates[1][0] == 10 and alone > 1.3 * shared
+    assert rates[2] == (40, pytest.approx(shared))

@@ -32,6 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from dlsched.cluster.state import Snapshot
+from dlsched.core.errors import ConfigError
 from dlsched.core.types import GPU, JobSpec, Plan, Status, TaskPlacement, TaskSpec
 from dlsched.scheduler import events as ev
 from dlsched.scheduler.framework import REGISTRY, ProfileSpec, build
@@ -116,14 +117,12 @@ class Profile:
         self.blocking = bool(over.pop("blocking", spec.blocking))
         self.round_s = over.pop("round_s", spec.round_s)
         if over:
-            from dlsched.core.errors import ConfigError
             raise ConfigError(f"policies.{spec.name}.{sorted(over)[0]}",
                               "unknown key (allowed: gang, blocking, round_s, params)")
         base = f"policies.{spec.name}.params"
         used = {name for _, name in spec.components()}
         for cname in params:
             if cname not in used:
-                from dlsched.core.errors import ConfigError
                 raise ConfigError(f"{base}.{cname}", f"not a component of this profile "
                                   f"(components: {', '.join(sorted(used))})")
 
@@ -296,7 +295,7 @@ class Scheduler:
                                # a bag of independent tasks is never a gang: its tasks need not co-run
                                gang=self.profile.gang and rec.spec.is_gang,
                                resume=rec.state is JobState.SUSPENDED)
-        return committed if status.ok else (committed if not committed.ok else status)
+        return status if committed.ok and not status.ok else committed
 
     def choose_node(self, ctx: RoundContext, job: JobSpec, task: TaskSpec) -> tuple[int | None, str]:
         free = ctx.txn.free

@@ -49,7 +49,8 @@ class _TaskDone:
 
 
 @dataclass(frozen=True, slots=True)
-class _RestartDone:
+class _RateChange:
+    """A rate change known in advance: the job's restart (restore from checkpoint) is over."""
     job_id: str
     version: int
 
@@ -217,10 +218,12 @@ class SimBackend:
             self.runs[job.job_id] = _Run(job, job.tasks, float(work), last_t=now)
             self.log.append((now, "arrival", job.job_id, ""))
             out.append(ev.JobArrival(now, job))
-        elif isinstance(e, _RestartDone):
+        elif isinstance(e, _RateChange):
             r = self.runs.get(e.job_id)
             if r is not None and e.version == r.version and not r.finished:
                 self._touched.add(r.spec.job_id)
+                if r.prof is not None and r.prof.link_bytes:
+                    self._net_touched = True   # it now competes for its links: re-share them
         elif isinstance(e, _Tick):
             self._ticks.discard(now)
             out.append(ev.RoundTick(now))
@@ -370,7 +373,7 @@ class SimBackend:
                     r.restoring = False
                     r.restart_until = now + self.restart_delay_s
                     if self.restart_delay_s > 0:
-                        self.heap.push(r.restart_until, P_RATE, _RestartDone(jid, r.version))
+                        self.heap.push(r.restart_until, P_RATE, _RateChange(jid, r.version))
                 if r.prof is None:
                     r.prof = self.speed.profile(r.spec, tuple(r.placements.values()))
                     if r.prof is not None and r.prof.link_bytes:

@@ -31,8 +31,6 @@ nothing to go on.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from math import ceil
-
 import numpy as np
 
 from dlsched.cluster.topology import Cluster
@@ -228,10 +226,3 @@ def max_min_shares(flows: dict[str, tuple[int, ...]], capacity: np.ndarray) -> d
             for link in flows[f]:
                 remaining[link] = max(remaining[link] - best_share, 0.0)
     return rate
-
-
-def epoch_time_s(model_name: str, batch_size: int, samples: int, cluster: Cluster, job: JobSpec,
-                 placements: tuple[TaskPlacement, ...]) -> float:
-    """Time for one pass over `samples` at `batch_size`, with the job alone (a helper for checks)."""
-    sm = SpeedModel(cluster)
-    return ceil(samples / batch_size) * sm.isolated_iter_time(job, placements)
