@@ -375,7 +375,7 @@ class SimBackend:
                     if self.restart_delay_s > 0:
                         self.heap.push(r.restart_until, P_RATE, _RateChange(jid, r.version))
                 if r.prof is None:
-                    r.prof = self.speed.profile(r.spec, tuple(r.placements.values()))
+                    r.prof = self.speed.profile(r.spec, tuple(r.placements.values()), r.tasks)
                     if r.prof is not None and r.prof.link_bytes:
                         self._net_jobs.add(jid)
                         self._net_touched = True

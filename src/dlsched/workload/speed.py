@@ -104,12 +104,14 @@ class SpeedModel:
         self._gpus_per_node = max(cluster.max_gpus_per_node, 1)
 
     # -- profile of one placement ------------------------------------------------------------
-    def profile(self, job: JobSpec, placements: tuple[TaskPlacement, ...]) -> JobComm | None:
-        """None when the job's speed does not depend on placement (no model, or not a DL job)."""
+    def profile(self, job: JobSpec, placements: tuple[TaskPlacement, ...],
+                tasks: tuple | None = None) -> JobComm | None:
+        """None when the job's speed does not depend on placement (no model, or not a DL job).
+        `tasks`: the job's current tasks when a Resize changed them (default: as submitted)."""
         model = get_model(job.model)
         if model is None or job.kind != "dl" or not placements:
             return None
-        tasks = job.tasks
+        tasks = job.tasks if tasks is None else tasks
         workers = [p for p in placements if tasks[p.task].role is Role.WORKER]
         ps = [p for p in placements if tasks[p.task].role is Role.PS]
         nodes = self.cluster.nodes
@@ -166,6 +168,7 @@ class SpeedModel:
                         link_bytes[self.num_nodes + r] = vol
                     cross = vol * len(racks)
         ideal = self._ideal_iter_s(model, job, participants, compute, overlap, M)
+        # A trace duration is the run time at the *submitted* size; a resized job's ideal stays that.
         return JobComm(compute, local, link_bytes, overlap, ideal, nic_bytes, cross,
                        iteration_based=job.iterations is not None)
 
