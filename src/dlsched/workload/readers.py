@@ -37,7 +37,7 @@ import numpy as np
 
 from dlsched.core.errors import DlschedError, InputError
 from dlsched.core.types import JobSpec, Role, TaskSpec
-from dlsched.workload.schema import job_from_row
+from dlsched.workload.schema import job_from_row, parse_number
 
 if TYPE_CHECKING:  # pandas is imported lazily: the simulator core must import fast
     import pandas
@@ -121,24 +121,6 @@ def _first_bad(masks: list[tuple[str, np.ndarray]], lines: np.ndarray) -> tuple[
             if best is None or key < best:
                 best = key
     return None if best is None else (best[2], best[3])
-
-
-def _number(value: Any, *, file, line, fld, integer: bool = False, minimum: float = 0.0) -> float:
-    """A finite number >= minimum (an integer when asked), or an InputError naming the field."""
-    if value is None or (isinstance(value, float) and math.isnan(value)) or \
-            (isinstance(value, str) and not value.strip()):
-        raise InputError("is required", file=file, line=line, field=fld)
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"expected a number, got {value!r}", file=file, line=line, field=fld) from None
-    if not math.isfinite(x):
-        raise InputError(f"expected a finite number, got {value!r}", file=file, line=line, field=fld)
-    if integer and x != int(x):
-        raise InputError(f"expected an integer, got {value!r}", file=file, line=line, field=fld)
-    if x < minimum:
-        raise InputError(f"must be >= {minimum:g}, got {value!r}", file=file, line=line, field=fld)
-    return int(x) if integer else x
 
 
 def _missing_columns(columns: Iterable[str], required: Iterable[str], file) -> None:
@@ -232,13 +214,13 @@ def read_pollux(frame: "pandas.DataFrame", lines: np.ndarray, *, file: str | Non
     for (name, time, app, replicas, bsz), line in zip(zip(*cols), lines.tolist()):
         if name is None or (isinstance(name, float) and math.isnan(name)) or not str(name).strip():
             raise InputError("is required", file=file, line=line, field="name")
-        submit = _number(time, file=file, line=line, fld="time")
+        submit = parse_number(time, file=file, line=line, field="time")
         app_name = "" if app is None or (isinstance(app, float) and math.isnan(app)) else str(app).strip().lower()
         if app_name not in POLLUX_MAX_EPOCHS:
             raise InputError(f"unknown application {app!r} (known: {', '.join(POLLUX_MAX_EPOCHS)})",
                              file=file, line=line, field="application")
-        workers = _number(replicas, file=file, line=line, fld="num_replicas", integer=True, minimum=1)
-        batch = _number(bsz, file=file, line=line, fld="batch_size", integer=True, minimum=1)
+        workers = parse_number(replicas, file=file, line=line, field="num_replicas", integer=True, minimum=1)
+        batch = parse_number(bsz, file=file, line=line, field="batch_size", integer=True, minimum=1)
         iterations = float(math.ceil(pollux_samples_to_target(app_name) / batch))
         row = {
             "job_id": str(name).strip(), "submit_time_s": submit, "kind": "dl", "workers": workers,

@@ -72,22 +72,27 @@ def _missing(v: Any) -> bool:
     return isinstance(v, str) and v.strip() == ""
 
 
+def parse_number(value: Any, *, file, line, field: str, integer: bool = False, minimum: float = 0.0):
+    """A finite number >= minimum (an int when `integer`), or an InputError naming file, line, field."""
+    if _missing(value):
+        raise InputError("is required", file=file, line=line, field=field)
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"expected a number, got {value!r}", file=file, line=line, field=field) from None
+    if not math.isfinite(x):
+        raise InputError(f"expected a finite number, got {value!r}", file=file, line=line, field=field)
+    if integer and x != int(x):
+        raise InputError(f"expected an integer, got {value!r}", file=file, line=line, field=field)
+    if x < minimum:
+        raise InputError(f"must be >= {minimum:g}, got {value!r}", file=file, line=line, field=field)
+    return int(x) if integer else x
+
+
 def _convert(kind: str, v: Any, file, line, col) -> Any:
     if kind == "str":
         return str(v).strip()
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise InputError(f"expected a number, got {v!r}", file=file, line=line, field=col) from None
-    if not math.isfinite(x):
-        raise InputError(f"expected a finite number, got {v!r}", file=file, line=line, field=col)
-    if x < 0:
-        raise InputError(f"must be >= 0, got {v!r}", file=file, line=line, field=col)
-    if kind == "int":
-        if x != int(x):
-            raise InputError(f"expected an integer, got {v!r}", file=file, line=line, field=col)
-        return int(x)
-    return x
+    return parse_number(v, file=file, line=line, field=col, integer=kind == "int")
 
 
 def job_from_row(row: dict[str, Any], *, file: str | None = None, line: int | None = None) -> JobSpec:
