@@ -74,3 +74,19 @@ def test_event_heap_orders_by_time_priority_then_push_order():
     h.push(1.0, 1, "finish")
     h.push(1.0, 3, "arrival-2")
     assert [h.pop()[3] for _ in range(4)] == ["finish", "arrival", "arrival-2", "arrival-late"]
+
+
+def test_jobs_sharing_a_gpu_slow_each_other():
+    jobs = [job_from_row(dict(job_id=j, submit_time_s=0, model=m, batch_size=64, iterations=1000, mem_gb_per_worker=1))
+            for j, m in (("x", "resnet50"), ("y", "vae"))]
+    b = SimBackend(load_cluster("seed002"), jobs)
+    b.poll()
+    b.apply(_plan(Launch("x", (TaskPlacement(0, 0, (0,)),))))
+    solo_x = b.runs["x"].rate
+    # Over-subscribe GPU 0 of node 0 (a packing policy would do this; the state tracks the load).
+    b.apply(_plan(Launch("y", (TaskPlacement(0, 0, (0,)),))))
+    f = b.speed.params.factor
+    assert b.state.gpu_load[0, 0] == 2 and b.usage()[0] == 1
+    assert b.runs["x"].rate == pytest.approx(solo_x * f("resnet50", "vae"))
+    solo_y = 1.0 / b.speed.isolated_iter_time(jobs[1], (TaskPlacement(0, 0, (0,)),))
+    assert b.runs["y"].rate == pytest.approx(solo_y * f("vae", "resnet50"))

@@ -178,3 +178,25 @@ def test_link_shares_are_recomputed_when_a_restart_ends():
     shared, alone = rates[0][1], rates[1][1]
     assert rates[0][0] == 0 and rates[1][0] == 10 and alone > 1.3 * shared
     assert rates[2] == (40, pytest.approx(shared))
+
+
+def test_default_interference_from_gpu_utilisation_and_overrides(tmp_path):
+    p = SpeedParams()
+    assert p.factor("vae", "vae") == pytest.approx(0.9)           # light models pack
+    assert p.factor("resnet50", "resnet50") < 0.5                 # heavy ones lose to slicing
+    assert p.factor(None, "vae") == 0.5                           # unknown model
+    from dlsched.workload.speed import load_speed_config
+    from dlsched.core.errors import ConfigError
+    f = tmp_path / "s.yaml"
+    f.write_text("overlap: 0.2\ninterference:\n  - {model: lstm, other: '*', factor: 0.7}\n")
+    sp = load_speed_config(f)
+    assert sp.overlap == 0.2 and sp.factor("lstm", "vae") == 0.7 and sp.factor("vae", "lstm") != 0.7
+    f.write_text("interference:\n  - {model: lstm, factor: 7}\n")
+    with pytest.raises(ConfigError, match=r"interference\[0\].factor"):
+        load_speed_config(f)
+    f.write_text("interference:\n  - {model: nosuch, factor: 0.5}\n")
+    with pytest.raises(ConfigError, match=r"interference\[0\].model"):
+        load_speed_config(f)
+    f.write_text("overlapp: 1\n")
+    with pytest.raises(ConfigError, match="overlapp"):
+        load_speed_config(f)

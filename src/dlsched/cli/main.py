@@ -21,6 +21,7 @@ workload_app = typer.Typer(no_args_is_help=True, help="Generate, convert and des
 app.add_typer(workload_app, name="workload")
 
 CLUSTER_HELP = "a preset (seed000, seed002, liquid-N, pollux, philly) or a cluster YAML file"
+SPEED_HELP = "YAML overriding the speed model: overlap, interference table"
 WORKLOAD_HELP = "a workload file (CSV, Parquet, JSON lines; gzipped or not) or a generator name"
 
 
@@ -70,13 +71,13 @@ class _Progress:
             self.bar.stop()
 
 
-def _run_one(cluster, jobs, wname, policy, seed, policy_config, restart_delay_s):
+def _run_one(cluster, jobs, wname, policy, seed, policy_config, restart_delay_s, speed=None):
     from dlsched.api import simulate
     horizon = max((j.submit_time_s for j in jobs), default=0.0)
     prog = _Progress(policy, len(jobs), horizon)
     try:
         res = simulate(cluster, jobs, policy, seed=seed, policy_config=policy_config,
-                       restart_delay_s=restart_delay_s, progress=prog)
+                       restart_delay_s=restart_delay_s, speed=speed, progress=prog)
     finally:
         prog.close()
     res.workload = wname
@@ -90,6 +91,13 @@ def _load(cluster: str, workload: str, fmt: Optional[str], seed: int):
     cl = load_cluster(cluster)
     jobs = load_workload(workload, format=fmt, seed=seed)
     return cl, jobs, Path(workload).name
+
+
+def _speed(ref):
+    if ref is None:
+        return None
+    from dlsched.workload.speed import load_speed_config
+    return load_speed_config(ref)
 
 
 def _check_out(out: Path) -> None:
@@ -107,14 +115,16 @@ def simulate(
     policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="YAML of policy parameters"),
     seed: int = typer.Option(0, "--seed", help="random seed (generators and policies)"),
     restart_delay_s: float = typer.Option(30.0, "--restart-delay-s", help="cost of resume / migrate / resize"),
+    speed_config: Optional[Path] = typer.Option(None, "--speed-config", help=SPEED_HELP),
     report: bool = typer.Option(False, "--report/--no-report", help="also write report.html with plots"),
 ):
     """Simulate one policy; write jobs.parquet, summary.json, timeline and events to --out."""
     from dlsched.api import load_policy_config
     _check_out(out)
     load_policy_config(policy_config)
+    speed = _speed(speed_config)
     cl, jobs, wname = _load(cluster, workload, fmt, seed)
-    res = _run_one(cl, jobs, wname, policy, seed, policy_config, restart_delay_s)
+    res = _run_one(cl, jobs, wname, policy, seed, policy_config, restart_delay_s, speed)
     res.save(out)
     _print_summary([res], f"{policy} on {cl.name} / {wname}")
     if report:
@@ -135,6 +145,7 @@ def compare(
     policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="YAML of policy parameters"),
     seed: int = typer.Option(0, "--seed"),
     restart_delay_s: float = typer.Option(30.0, "--restart-delay-s"),
+    speed_config: Optional[Path] = typer.Option(None, "--speed-config", help=SPEED_HELP),
 ):
     """Run several policies on the same cluster and workload; print a table, write an HTML report."""
     import dlsched.policies  # noqa: F401
@@ -147,8 +158,9 @@ def compare(
     for p in names:
         REGISTRY.get("profile", p)
     load_policy_config(policy_config)
+    speed = _speed(speed_config)
     cl, jobs, wname = _load(cluster, workload, fmt, seed)
-    results = [_run_one(cl, jobs, wname, p, seed, policy_config, restart_delay_s) for p in names]
+    results = [_run_one(cl, jobs, wname, p, seed, policy_config, restart_delay_s, speed) for p in names]
     for res in results:
         res.save(out / res.policy)
     from dlsched.report import write_compare_report
