@@ -32,6 +32,8 @@ def test_simulate_writes_results(tmp_path):
     jobs = pd.read_parquet(out / "jobs.parquet")
     assert len(jobs) == summary["jobs"] == 60
     assert (out / "report.html").exists() and (out / "timeline.parquet").exists()
+    rounds = pd.read_parquet(out / "rounds.parquet")
+    assert len(rounds) == summary["sched_rounds"] and rounds.wall_s.sum() == pytest.approx(summary["sched_time_s"])
     assert "fifo" in r.stdout
 
 

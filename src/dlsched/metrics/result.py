@@ -35,17 +35,19 @@ class SimResult:
     jobs: Any                 # pandas.DataFrame, one row per job
     summary: dict
     timeline: Any             # pandas.DataFrame: time_s, allocated_gpus, effective_gpus, partial_gpus, running_jobs, queued_jobs
+    rounds: Any = None        # pandas.DataFrame: time_s, wall_s (scheduling time), queued_jobs per round
     events: list = field(default_factory=list)      # the engine's event log: (time_s, kind, job_id, detail)
     decisions: list = field(default_factory=list)   # the scheduler's log
 
     def save(self, out_dir: str | Path) -> Path:
-        """jobs.parquet, timeline.parquet, events.parquet and summary.json in out_dir
+        """jobs.parquet, timeline.parquet, rounds.parquet, events.parquet and summary.json in out_dir
         (each written to a temporary name and renamed, so none is left half-written)."""
         import pandas as pd
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         _atomic(out / "jobs.parquet", lambda p: self.jobs.to_parquet(p, index=False))
         _atomic(out / "timeline.parquet", lambda p: self.timeline.to_parquet(p, index=False))
+        _atomic(out / "rounds.parquet", lambda p: self.rounds.to_parquet(p, index=False))
         ev = pd.DataFrame(self.events, columns=["time_s", "kind", "job_id", "detail"])
         _atomic(out / "events.parquet", lambda p: ev.to_parquet(p, index=False))
         _atomic(out / "summary.json", lambda p: Path(p).write_text(json.dumps(self.summary, indent=2) + "\n"))
@@ -135,7 +137,7 @@ def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload
     eff_s = _integral(t, tl.effective_gpus.to_numpy(dtype=float), t0, t1)
     partial_s = _integral(t, tl.partial_gpus.to_numpy(dtype=float), t0, max(t1, float(t[-1]) if len(t) else t1))
     with_deadline = jobs[jobs.deadline_s.notna()]
-    rounds = np.asarray(scheduler.round_times_s, dtype=float)
+    rounds = np.asarray([w for _, w, _ in scheduler.rounds], dtype=float)
 
     def pct(q):
         return float(np.percentile(jct, q)) if len(jct) else None
@@ -167,5 +169,6 @@ def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload
         "total_gpus": total,
     }
     summary = {k: _clean(v) for k, v in summary.items()}
-    return SimResult(policy, cluster_name, workload_name, total, jobs, summary, tl,
+    rounds_df = pd.DataFrame(scheduler.rounds, columns=["time_s", "wall_s", "queued_jobs"])
+    return SimResult(policy, cluster_name, workload_name, total, jobs, summary, tl, rounds_df,
                      list(backend.log), list(scheduler.log))

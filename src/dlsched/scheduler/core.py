@@ -147,7 +147,7 @@ class Scheduler:
         self.jobs: dict[str, JobRecord] = {}
         self.queue: list[JobRecord] = []          # waiting: PENDING, PARTIAL, SUSPENDED
         self.running: dict[str, JobRecord] = {}   # RUNNING (and PARTIAL tasks jobs that run)
-        self.round_times_s: list[float] = []
+        self.rounds: list[tuple[float, float, int]] = []   # (time_s, wall_s, queued jobs) per round
         self.log: list[tuple] = []
         self.timeline: list[tuple[float, float, float, float, int, int]] = []
         self.n_done = 0                           # finished or rejected
@@ -276,7 +276,7 @@ class Scheduler:
                 break
         for action in self.profile.actions:
             action.act(ctx)
-        self.round_times_s.append(_time.perf_counter() - t0)
+        self.rounds.append((snap.now, _time.perf_counter() - t0, len(queue)))
         return txn.plan
 
     def place(self, rec: JobRecord, ctx: RoundContext) -> Status:
