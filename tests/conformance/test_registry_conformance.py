@@ -42,7 +42,7 @@ def _ctx(cluster):
     backend = SimBackend(cluster, [])
     snap = backend.snapshot()
     sched = Scheduler(build_profile("fifo"))
-    return RoundContext(snap, Transaction(snap), 0.0, {}, [], [], np.random.default_rng(0), sched)
+    return RoundContext(snap, Transaction(snap), 0.0, {}, [], np.random.default_rng(0), sched)
 
 
 @pytest.mark.parametrize("kind, name", COMPONENTS)

@@ -26,9 +26,13 @@ def test_capacity_and_state_are_numpy_arrays():
     assert not cl.capacity.flags.writeable
     st = ClusterState(cl)
     snap = st.snapshot(0.0)
-    assert not snap.free.flags.writeable
+    assert not snap.free.flags.writeable and not snap.gpu_load.flags.writeable
+    from dlsched.scheduler.transaction import Transaction
+    txn = Transaction(snap)
+    txn.free[0, 0] = 0                   # a round's tentative changes never reach the state
+    assert st.free[0, 0] == 4 and snap.free[0, 0] == 4
     st.take(0, np.array([2, 4, 8, 0, 0.0]), (0, 1))
-    assert st.free[0, 0] == 2 and snap.free[0, 0] == 4  # the snapshot is a copy
+    assert st.free[0, 0] == 2
     assert st.allocated_gpus() == 2
     st.give(0, np.array([2, 4, 8, 0, 0.0]), (0, 1))
     assert (st.free == cl.capacity).all()

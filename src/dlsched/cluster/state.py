@@ -21,7 +21,7 @@ _EPS = 1e-9
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Read-only copy of the cluster's state at the start of a round."""
+    """Read-only view of the cluster's state at the start of a round."""
     cluster: Cluster
     free: np.ndarray        # (nodes x NRES)
     up: np.ndarray          # (nodes,) bool
@@ -49,7 +49,10 @@ class ClusterState:
         self._busy_gpus = 0   # GPUs with at least one task (kept by take/give)
 
     def snapshot(self, now: float) -> Snapshot:
-        free, up, load = self.free.copy(), self.up.copy(), self.gpu_load.copy()
+        """Read-only views of the state, valid until the backend next changes it (the round that
+        reads a snapshot ends before the backend applies its plan). A backend whose state may
+        change concurrently (the real runtime) must pass copies instead."""
+        free, up, load = self.free.view(), self.up.view(), self.gpu_load.view()
         for a in (free, up, load):
             a.setflags(write=False)
         return Snapshot(self.cluster, free, up, load, now)

@@ -52,6 +52,12 @@ def demand_vector(demand: tuple[float, ...]) -> np.ndarray:
     return v
 
 
+@lru_cache(maxsize=65536)
+def demand_dims(demand: tuple[float, ...]) -> tuple[int, ...]:
+    """The resource indices a demand asks for (> 0): the only columns a fit check must read."""
+    return tuple(i for i, x in enumerate(demand) if x > 0)
+
+
 class Role(str, enum.Enum):
     WORKER = "worker"
     PS = "ps"
@@ -76,6 +82,10 @@ class TaskSpec:
     @property
     def vector(self) -> np.ndarray:
         return demand_vector(self.demand)
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        return demand_dims(self.demand)
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,13 +96,17 @@ class RoundContext:
     now: float
     jobs: dict[str, JobRecord]
     queue: list[JobRecord]
-    running: list[JobRecord]
     rng: np.random.Generator
     scheduler: "Scheduler"
 
     @property
     def cluster(self):
         return self.snap.cluster
+
+    @property
+    def running(self) -> list[JobRecord]:
+        """Jobs holding all their tasks (in arrival order of their records)."""
+        return list(self.scheduler.running.values())
 
 
 class Profile:
@@ -153,6 +157,8 @@ class Scheduler:
         self.n_done = 0                           # finished or rejected
         self._dirty = False
         self._static = bool(getattr(profile.order, "static", False))
+        self._first_fit = (len(profile.scorers) == 1 and getattr(profile.scorers[0][0], "first_fit", False))
+        self._fit_cache: dict = {}
         self._next_tick: float | None = None
         self._cap_max: np.ndarray | None = None
         self._cap_total: np.ndarray | None = None
@@ -213,21 +219,31 @@ class Scheduler:
         self._dirty = True
 
     def _never_fits(self, job: JobSpec, backend) -> str:
+        """Why the job can never run on this cluster ("" when it can). Cached by the job's
+        multiset of task demands: trace jobs repeat a handful of shapes."""
+        counts: dict[tuple, int] = {}
+        for t in job.tasks:
+            counts[t.demand] = counts.get(t.demand, 0) + 1
+        key = (job.kind, tuple(sorted(counts.items())))
+        hit = self._fit_cache.get(key)
+        if hit is not None:
+            return hit
         if self._cap_max is None:
             cap = backend.snapshot().capacity
             self._cap_max = cap.max(axis=0)
             self._cap_total = cap.sum(axis=0)
+        reason = ""
         need = np.zeros_like(self._cap_total)
-        seen = set()
-        for t in job.tasks:
-            if t.demand not in seen:
-                seen.add(t.demand)
-                if (t.vector > self._cap_max + _EPS).any():
-                    return f"task {t.index} is larger than any node"
-            need += t.vector
-        if job.kind == "dl" and (need > self._cap_total + _EPS).any():
-            return "the job needs more than the whole cluster"
-        return ""
+        for demand, n in counts.items():
+            v = np.asarray(demand, dtype=np.float64)
+            if (v > self._cap_max + _EPS).any():
+                reason = "a task is larger than any node"
+                break
+            need += n * v
+        if not reason and job.kind == "dl" and (need > self._cap_total + _EPS).any():
+            reason = "the job needs more than the whole cluster"
+        self._fit_cache[key] = reason
+        return reason
 
     def _enqueue(self, rec: JobRecord) -> None:
         if self._static:
@@ -256,8 +272,7 @@ class Scheduler:
     def round(self, snap: Snapshot) -> Plan:
         t0 = _time.perf_counter()
         txn = Transaction(snap)
-        ctx = RoundContext(snap, txn, snap.now, self.jobs, [], list(self.running.values()),
-                           self.rng, self)
+        ctx = RoundContext(snap, txn, snap.now, self.jobs, [], self.rng, self)
         if self._static:
             queue = list(self.queue)
         else:
@@ -305,9 +320,9 @@ class Scheduler:
             ok &= m.ok
             if not ok.any():
                 return None, m.reason or f"filter {f.name}"
+        if self._first_fit:
+            return int(np.argmax(ok)), ""   # the first node that fits (ok.any() holds here)
         cand = np.flatnonzero(ok)
-        if len(self.profile.scorers) == 1 and getattr(self.profile.scorers[0][0], "first_fit", False):
-            return int(cand[0]), ""
         total = np.zeros(len(cand))
         for scorer, w in self.profile.scorers:
             s = np.asarray(scorer.score(ctx, job, task, free, cand), dtype=np.float64)

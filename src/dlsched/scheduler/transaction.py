@@ -24,7 +24,8 @@ _EPS = 1e-9
 class Transaction:
     def __init__(self, snap: Snapshot):
         self.snap = snap
-        self.free = snap.free.copy()
+        # Column-major: filters read one resource over all nodes at a time.
+        self.free = np.asfortranarray(snap.free, dtype=np.float64).copy(order="F")
         self.gpu_load = snap.gpu_load.copy()
         self._tentative: dict[str, list[tuple[TaskPlacement, np.ndarray]]] = {}
         self.plan = Plan()

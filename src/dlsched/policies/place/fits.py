@@ -23,7 +23,10 @@ class FitsFilter:
 
     def filter(self, ctx, job, task, free) -> NodeMask:
         demand = task.vector
-        ok = (free >= demand - _EPS).all(axis=1)
+        # Column by column over the demanded resources only: `free` is column-major in a round.
+        ok = ctx.snap.up.copy()
+        for r in task.dims:
+            ok &= free[:, r] >= demand[r] - _EPS
         if job.gpu_type is not None:
             cl = ctx.snap.cluster
             want = cl.gpu_types.index(job.gpu_type) if job.gpu_type in cl.gpu_types else -1
