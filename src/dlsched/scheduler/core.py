@@ -66,6 +66,7 @@ class JobRecord:
     _service_since: float | None = None
     reject_reason: str = ""
     key: tuple = ()
+    queued: bool = False             # in Scheduler.queue (kept by _enqueue / _remove_from_queue)
 
     @property
     def job_id(self) -> str:
@@ -190,7 +191,6 @@ class Scheduler:
             rec.placed.clear()
             self.running.pop(rec.job_id, None)
             if rec.state is not JobState.SUSPENDED:
-                self._remove_from_queue(rec)
                 rec.state = JobState.SUSPENDED
                 rec.preemptions += 1
                 self._enqueue(rec)
@@ -246,6 +246,9 @@ class Scheduler:
         return reason
 
     def _enqueue(self, rec: JobRecord) -> None:
+        if rec.queued:
+            return
+        rec.queued = True
         if self._static:
             rec.key = (*self.profile.order.key(rec, None), rec.submit_time_s, rec.job_id)
             bisect.insort(self.queue, rec, key=lambda r: r.key)
@@ -253,15 +256,15 @@ class Scheduler:
             self.queue.append(rec)
 
     def _remove_from_queue(self, rec: JobRecord) -> None:
-        if self._static and rec.key:
+        if not rec.queued:
+            return
+        rec.queued = False
+        if self._static:
             i = bisect.bisect_left(self.queue, rec.key, key=lambda r: r.key)
             if i < len(self.queue) and self.queue[i] is rec:
                 del self.queue[i]
                 return
-        try:
-            self.queue.remove(rec)
-        except ValueError:
-            pass
+        self.queue.remove(rec)
 
     def _settle_service(self, rec: JobRecord, now: float) -> None:
         if rec._service_since is not None:
@@ -367,7 +370,7 @@ class Scheduler:
                 rec._service_since = now
             else:
                 rec.state = JobState.PARTIAL
-            if whole and rec in self.queue:
+            if whole:
                 self._remove_from_queue(rec)
 
     # -- the loop ---------------------------------------------------------------------------
