@@ -113,3 +113,11 @@ def test_policy_config_changes_the_run(tmp_path):
     sa = json.loads((tmp_path / "a" / "summary.json").read_text())
     sb = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert sa["mean_jct_s"] != sb["mean_jct_s"]
+
+
+def test_rejected_jobs_are_reported(tmp_path):
+    w = tmp_path / "big.csv"
+    w.write_text("job_id,submit_time_s,workers,duration_s\nbig,0,100,10\nok,1,1,10\n")
+    r = run("simulate", "-c", "seed002", "-w", w, "--out", tmp_path / "o")
+    assert r.returncode == 0 and "1 job(s) rejected" in r.stderr
+    assert pd.read_parquet(tmp_path / "o" / "jobs.parquet").set_index("job_id").loc["big", "state"] == "rejected"

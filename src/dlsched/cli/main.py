@@ -42,6 +42,12 @@ def _print_summary(results, title: str) -> None:
     from dlsched.report import rich_table, summary_table
     rows = [{k: r[k] for k in TERMINAL_KEYS if k in r} for r in summary_table(results)]
     _console().print(rich_table(rows, title=title))
+    for res in results:
+        s = res.summary
+        if s.get("rejected") or s.get("unfinished"):
+            typer.echo(f"note: {res.policy}: {s['rejected']} job(s) rejected (they can never fit this cluster), "
+                       f"{s['unfinished']} unfinished when no event was left (see jobs.parquet, column state)",
+                       err=True)
 
 
 class _Progress:
