@@ -4,11 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
-
 import dlsched.policies  # noqa: F401  (every policy registers itself on import)
 from dlsched.cluster.topology import Cluster, load_cluster
-from dlsched.core.errors import ConfigError, DlschedError
+from dlsched.core.config import read_yaml
+from dlsched.core.errors import ConfigError
 from dlsched.core.types import JobSpec
 from dlsched.metrics.result import SimResult, build_result
 from dlsched.scheduler.core import Scheduler, build_profile
@@ -26,13 +25,7 @@ def load_policy_config(ref: str | Path | dict | None) -> dict:
         cfg = ref
     else:
         file = str(ref)
-        p = Path(ref)
-        if not p.exists():
-            raise DlschedError(f"policy config not found: {file}")
-        try:
-            cfg = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise DlschedError(f"{file}: not valid YAML: {e}") from None
+        cfg = read_yaml(ref, "policy config") or {}
     if not isinstance(cfg, dict) or set(cfg) - {"policies"}:
         bad = sorted(set(cfg) - {"policies"})[0] if isinstance(cfg, dict) else "(top level)"
         raise ConfigError(bad, "unknown key (the file holds `policies: {<profile>: {...}}`)", file=file)

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
+from dlsched.core.config import read_yaml
 from dlsched.core.errors import ConfigError, DlschedError
 from dlsched.core.types import NRES, NodeSpec
 
@@ -282,14 +282,7 @@ def load_cluster(ref: str | Path | Cluster) -> Cluster:
         return cluster_from_dict(_liquid(int(s[7:])), name=s)
     p = Path(s)
     if p.suffix in (".yaml", ".yml", ".json") or p.exists():
-        if not p.exists():
-            raise DlschedError(f"cluster file not found: {s}")
-        try:
-            spec = yaml.safe_load(p.read_text())
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            line = f", line {mark.line + 1}" if mark else ""
-            raise DlschedError(f"{s}{line}: not valid YAML: {getattr(e, 'problem', e)}") from None
+        spec = read_yaml(p, "cluster file")
         return cluster_from_dict(spec, file=s, name=p.stem)
     names = ", ".join(k for k in PRESETS)
     raise DlschedError(f"unknown cluster {s!r}: give a preset ({names}) or a YAML file")

@@ -73,17 +73,10 @@ class SpeedParams:
 
 def load_speed_config(ref) -> SpeedParams:
     """A --speed-config YAML: {overlap: 0.5, interference: [{model: vae, other: "*", factor: 0.9}]}."""
-    import yaml
-    from pathlib import Path
-    from dlsched.core.errors import ConfigError, DlschedError
+    from dlsched.core.config import read_yaml
+    from dlsched.core.errors import ConfigError
     file = str(ref)
-    p = Path(ref)
-    if not p.exists():
-        raise DlschedError(f"speed config not found: {file}")
-    try:
-        cfg = yaml.safe_load(p.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise DlschedError(f"{file}: not valid YAML: {e}") from None
+    cfg = read_yaml(ref, "speed config") or {}
     if not isinstance(cfg, dict):
         raise ConfigError("speed", "must be a mapping", file=file)
     unknown = set(cfg) - {"overlap", "interference"}
