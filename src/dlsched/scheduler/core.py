@@ -160,6 +160,8 @@ class Scheduler:
         self._static = bool(getattr(profile.order, "static", False))
         self._first_fit = (len(profile.scorers) == 1 and getattr(profile.scorers[0][0], "first_fit", False))
         self._fit_cache: dict = {}
+        self._dynamic = bool(getattr(profile.order, "dynamic", False))
+        self._pre_actions = [a for a in profile.actions if hasattr(a, "before_place")]
         self._next_tick: float | None = None
         self._cap_max: np.ndarray | None = None
         self._cap_total: np.ndarray | None = None
@@ -285,13 +287,28 @@ class Scheduler:
             queue = sorted(self.queue, key=lambda r: r.key)
         ctx.queue = queue
         allocs = self.profile.allocator.allocate(queue, ctx)
-        for rec in queue:
-            new_tasks = allocs.get(rec.job_id) if allocs else None
-            if new_tasks is not None and new_tasks != rec.tasks and not rec.placed:
-                rec.tasks = tuple(new_tasks)
-            status = self.place(rec, ctx)
-            if not status.ok and self.profile.blocking:
-                break
+        if allocs:
+            for rec in queue:
+                new_tasks = allocs.get(rec.job_id)
+                if new_tasks is not None and new_tasks != rec.tasks and not rec.placed:
+                    rec.tasks = tuple(new_tasks)
+        for action in self._pre_actions:
+            action.before_place(ctx)
+        if self._dynamic:
+            # Re-pick the smallest key after every placement (progressive filling).
+            key = self.profile.order.key
+            pending = [r for r in queue if r.job_id not in txn.decided]
+            while pending:
+                rec = min(pending, key=lambda r: (*key(r, ctx), r.submit_time_s, r.job_id))
+                pending.remove(rec)
+                if not self.place(rec, ctx).ok and self.profile.blocking:
+                    break
+        else:
+            for rec in queue:
+                if rec.job_id in txn.decided:
+                    continue
+                if not self.place(rec, ctx).ok and self.profile.blocking:
+                    break
         for action in self.profile.actions:
             action.act(ctx)
         self.rounds.append((snap.now, _time.perf_counter() - t0, len(queue)))
@@ -300,20 +317,24 @@ class Scheduler:
     def place(self, rec: JobRecord, ctx: RoundContext) -> Status:
         """Place the job's unplaced tasks one at a time, then commit (gang: all or nothing)."""
         txn = ctx.txn
-        todo = rec.unplaced()
         status = Status.success()
-        for task in todo:
+        for task in rec.unplaced():
             node, why = self.choose_node(ctx, rec.spec, task)
             if node is None:
                 status = Status.unschedulable(why)
                 break
             txn.reserve(rec.job_id, task, node)
-        total = len(rec.tasks) - len(rec.done_tasks)
-        committed = txn.commit(rec.job_id, total_tasks=total, already_placed=len(rec.placed),
-                               # a bag of independent tasks is never a gang: its tasks need not co-run
-                               gang=self.profile.gang and rec.spec.is_gang,
-                               resume=rec.state is JobState.SUSPENDED)
+        committed = self.commit(rec, ctx)
         return status if committed.ok and not status.ok else committed
+
+    def commit(self, rec: JobRecord, ctx: RoundContext, *, gang: bool | None = None) -> Status:
+        """Commit what the round reserved for this job (gang: the profile's, unless given)."""
+        gang = self.profile.gang if gang is None else gang
+        total = len(rec.tasks) - len(rec.done_tasks)
+        return ctx.txn.commit(rec.job_id, total_tasks=total, already_placed=len(rec.placed),
+                              # a bag of independent tasks is never a gang: its tasks need not co-run
+                              gang=gang and rec.spec.is_gang,
+                              resume=rec.state is JobState.SUSPENDED)
 
     def choose_node(self, ctx: RoundContext, job: JobSpec, task: TaskSpec) -> tuple[int | None, str]:
         free = ctx.txn.free

@@ -16,6 +16,13 @@ The five extension points (one small Protocol each). A round calls them in this 
     action    -> act(ctx): whatever else the round does (preempt, backfill, pack, migrate...).
                  Runs after placement; may add decisions through ctx.txn. Must be idempotent
                  with respect to an unchanged snapshot (same input, same decisions).
+                 An action may also define before_place(ctx): it runs after ordering and
+                 allocation, before the per-task placement loop, and may place whole jobs itself
+                 (ctx.txn.reserve + ctx.scheduler.commit); jobs it decided are skipped by the loop.
+                 This is how job-level placers work (Liquid's batch GA, Gandiva's getNodes).
+
+An order with `dynamic = True` is re-evaluated after every job the round places (the next job
+is the one with the smallest key at that moment): DRF's progressive filling needs it.
 
 Every component is a class registered by name with `@register(kind, name)`. Its constructor
 takes typed keyword parameters with defaults; `build(kind, name, params, path)` validates

@@ -30,6 +30,7 @@ class Transaction:
         self._tentative: dict[str, list[tuple[TaskPlacement, np.ndarray]]] = {}
         self.plan = Plan()
         self.released: set[str] = set()
+        self.decided: set[str] = set()     # jobs given a Launch / Resume in this round
 
     # -- reservations ----------------------------------------------------------------------
     def pick_gpus(self, node: int, gpus: float) -> tuple[int, ...]:
@@ -81,6 +82,7 @@ class Transaction:
         if placed:
             tps = tuple(tp for tp, _ in placed)
             self.plan.add(Resume(job_id, tps) if resume else Launch(job_id, tps))
+            self.decided.add(job_id)
         if have < total_tasks:
             return Status.unschedulable(f"partial: {have} of {total_tasks} tasks placed")
         return Status.success()
