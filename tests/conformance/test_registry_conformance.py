@@ -96,6 +96,8 @@ def test_profile_handles_empty_queue_and_empty_cluster(name):
 
 @pytest.mark.parametrize("name", PROFILES)
 def test_profile_runs_a_whole_simulation(name):
+    """Every job ends: finished, or rejected at arrival because this policy can never run it
+    (co-location of the 8-GPU job on 4-GPU servers)."""
     import dlsched
     r = dlsched.simulate("seed002", _jobs(), name)
-    assert r.summary["finished"] == 5
+    assert r.summary["finished"] + r.summary["rejected"] == 5 and r.summary["finished"] >= 4

@@ -121,3 +121,15 @@ def test_rejected_jobs_are_reported(tmp_path):
     r = run("simulate", "-c", "seed002", "-w", w, "--out", tmp_path / "o")
     assert r.returncode == 0 and "1 job(s) rejected" in r.stderr
     assert pd.read_parquet(tmp_path / "o" / "jobs.parquet").set_index("job_id").loc["big", "state"] == "rejected"
+
+
+@pytest.mark.parametrize("args", [["simulate", "-c", "seed002", "-w", "sample", "--bogus"], ["nosuchcommand"],
+                                  ["simulate", "--cluster"]])
+def test_usage_errors_exit_2_without_traceback(args):
+    r = run(*args)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.strip()
+
+
+def test_no_arguments_shows_help():
+    r = run()
+    assert "simulate" in r.stdout + r.stderr and "Traceback" not in r.stderr

@@ -13,7 +13,7 @@ from dlsched.workload.generators import POISSON_MODELS, _iteration_s
 from dlsched.workload.models import get_model
 from dlsched.workload.schema import job_from_row, job_to_row
 
-SMALL = {"seed000": {}, "poisson": {"jobs": 200}, "sample": {}}
+SMALL = {"seed000": {}, "poisson": {"jobs": 200}, "sample": {}, "seed002": {}, "liquid": {"jobs": 30}}
 
 
 @pytest.mark.parametrize("name", sorted(GENERATORS))
@@ -67,8 +67,13 @@ def test_seed000_shape():
     gpu, cpu, mem, disk, net = demand.T
     assert set(gpu) <= {0.0, 1.0}
     assert sum(1 for j in jobs if j.gpus > 0) == 10                   # a quarter of the jobs
-    assert cpu.min() >= 1 and cpu.max() <= 8 and mem.min() >= 2 and mem.max() <= 32
-    assert disk.min() >= 50 and disk.max() <= 400 and net.min() >= 0.5 and net.max() <= 4
+    # One dominant resource per job at 25-50 % of a node (32 cores, 128 GB, 1000 MB/s, 10 Gbps),
+    # the others at 2-8 %.
+    frac = np.stack([cpu / 32, mem / 128, disk / 1000, net / 10], axis=1)
+    assert frac.min() >= 0.02 - 1e-3 and frac.max() <= 0.5 + 1e-3
+    per_job = np.array([[t.demand[1] / 32, t.demand[2] / 128, t.demand[3] / 1000, t.demand[4] / 10]
+                        for j in jobs for t in j.tasks[:1]])
+    assert ((per_job >= 0.25 - 1e-3).sum(axis=1) == 1).all()
     # Heavy load on the seed000 cluster (20 x 4 GPUs, 32 cores, 128 GB, 1000 MB/s, 10 Gbps):
     # all tasks at once ask far more than the cluster has...
     cluster = np.array([80, 640, 2560, 20_000, 200])

@@ -167,3 +167,13 @@ def test_node_failure_requeues_and_resumes_elsewhere():
     assert j.finish_s == pytest.approx(130) and j.preemptions == 1
     kinds = [e[1] for e in r.events]
     assert "node_down" in kinds and "stop" in kinds
+
+
+def test_colocation_rejects_a_job_no_server_can_hold_and_places_the_rest_on_one_node():
+    jobs = [job_from_row(dict(job_id="big", submit_time_s=0, workers=6, duration_s=10)),
+            job_from_row(dict(job_id="ok", submit_time_s=1, workers=3, duration_s=10))]
+    r = dlsched.simulate("seed002", jobs, "co-location")
+    j = r.jobs.set_index("job_id")
+    assert j.loc["big", "state"] == "rejected" and j.loc["ok", "state"] == "done"
+    takes = [d for _, k, jid, d in r.events if k == "take" and jid == "ok"]
+    assert len({x.split("@")[1] for x in takes[0].split(";")}) == 1

@@ -15,7 +15,7 @@ import typer
 
 from dlsched.core.errors import DlschedError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="dlsched: schedule deep-learning training jobs on shared GPU clusters.")
 workload_app = typer.Typer(no_args_is_help=True, help="Generate, convert and describe workloads.")
 app.add_typer(workload_app, name="workload")
@@ -196,6 +196,53 @@ def cluster_cmd(cluster: str = typer.Argument(..., help=CLUSTER_HELP)):
     typer.echo(load_cluster(cluster).describe())
 
 
+@app.command("experiment")
+def experiment_cmd(
+    name: Optional[str] = typer.Argument(None, help="experiment name (omit with --list)"),
+    out: Path = typer.Option(Path("out/experiment"), "--out", "-o", help="output folder"),
+    seeds: Optional[int] = typer.Option(None, "--seeds", help="number of seeds (default: the experiment's)"),
+    list_only: bool = typer.Option(False, "--list", help="list the experiments"),
+    strict: bool = typer.Option(False, "--strict", help="exit 1 when an expected direction does not hold"),
+):
+    """Reproduce a published result: runs, published figures beside ours, plots, report.html."""
+    from dlsched.experiments import EXPERIMENTS, run_experiment
+    if list_only or name is None:
+        for e in EXPERIMENTS.values():
+            typer.echo(f"{e.name:<18} {e.title}  [{e.source}, {e.default_seeds} seeds]")
+        return
+    _check_out(out)
+    res, report = run_experiment(name, out, seeds)
+    from rich.table import Table
+    con = _console()
+    show = [k for k in ("mean_jct_s", "makespan_s", "mean_wait_s", "nic_bytes", "gpu_util", "sched_time_s")
+            if k in res.rows[0]]
+    t = Table(title=f"{res.title}: mean ± std over {res.rows[0]['seeds']} seeds")
+    for col in (["group"] if any(r["group"] for r in res.rows) else []) + ["policy"] + show:
+        t.add_column(col, justify="left" if col in ("group", "policy") else "right")
+    for r in res.rows:
+        cells = ([r["group"]] if any(x["group"] for x in res.rows) else []) + [r["policy"]]
+        for k in show:
+            m, sd = r.get(k, float("nan")), r.get(f"{k}_std", float("nan"))
+            scale = 1e9 if k == "nic_bytes" else 1.0
+            unit = " GB" if k == "nic_bytes" else ""
+            cells.append(f"{m / scale:,.2f} ± {sd / scale:,.2f}{unit}" if k in ("gpu_util", "sched_time_s")
+                         else f"{m / scale:,.0f} ± {sd / scale:,.0f}{unit}")
+        t.add_row(*cells)
+    con.print(t)
+    if res.published:
+        p = Table(title="published beside ours")
+        for col in res.published[0]:
+            p.add_column(str(col))
+        for row in res.published:
+            p.add_row(*[f"{v:,.0f}" if isinstance(v, float) else str(v) for v in row.values()])
+        con.print(p)
+    for c in res.checks:
+        typer.echo(f"{'PASS' if c.ok else 'FAIL'}  expected: {c.text}" + (f"  ({c.detail})" if c.detail else ""))
+    typer.echo(f"report: {report}")
+    if strict and not res.ok:
+        raise typer.Exit(1)
+
+
 @workload_app.command("generate")
 def wl_generate(
     name: str = typer.Argument(..., help="generator, e.g. seed000, sample, poisson:jobs=500,rate=0.02"),
@@ -244,24 +291,15 @@ def wl_describe(
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point. typer handles usage errors itself (message and exit status 2); a DlschedError
+    (a user's bad input) is printed on one line, exit status 2."""
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=argv, standalone_mode=True, prog_name="dlsched")
     except DlschedError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except SystemExit as e:  # typer/click exits (usage errors, --help)
-        return int(e.code or 0)
-    except Exception as e:  # click usage errors in standalone_mode=False
-        import click
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            return e.exit_code
-        if isinstance(e, click.exceptions.Abort):
-            return 1
-        raise
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     return 0
 
 

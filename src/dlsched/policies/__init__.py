@@ -3,4 +3,5 @@ module under order/, allocate/, place/ or actions/, add one import line here, ad
 from dlsched.policies.order import fifo  # noqa: F401
 from dlsched.policies.allocate import requested  # noqa: F401
 from dlsched.policies.place import fits, first_fit  # noqa: F401
+from dlsched.policies.place import tetris, resource_allocation, colocate  # noqa: F401
 from dlsched.policies import profiles  # noqa: F401

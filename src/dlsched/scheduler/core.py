@@ -244,6 +244,13 @@ class Scheduler:
             need += n * v
         if not reason and job.kind == "dl" and (need > self._cap_total + _EPS).any():
             reason = "the job needs more than the whole cluster"
+        if not reason:
+            cluster = backend.snapshot().cluster
+            for f in self.profile.filters:
+                if hasattr(f, "never_fits"):
+                    reason = f.never_fits(job, cluster)
+                    if reason:
+                        break
         self._fit_cache[key] = reason
         return reason
 

@@ -9,7 +9,10 @@ The five extension points (one small Protocol each). A round calls them in this 
                  gets this round (default: what it asked for). Pure; returns new TaskSpec tuples.
     filter    -> filter(ctx, job, task, free): NodeMask over all nodes (bool array + reasons)
                  saying which nodes may take this task now. Reads `free` (the transaction's
-                 tentative free array); must not write it.
+                 tentative free array); must not write it. A filter may also define
+                 never_fits(job, cluster) -> str: a reason when the job can never pass it on this
+                 cluster (e.g. co-location of a job larger than any server); the job is then
+                 rejected at arrival instead of waiting forever.
     score     -> score(ctx, job, task, free, nodes): float array in [0, 1], one per candidate
                  node (higher is better). The framework checks the range, combines scorers by
                  weight and picks the best node, ties to the lowest node id.

@@ -15,12 +15,19 @@ seed000   jobs=40, tasks=30, span_s=3000
     on the `seed000` cluster (20 nodes x 4 GPUs, 32 cores, 128 GB, 1000 MB/s disk, 10 Gbps).
     Arrivals uniform over [0, span_s). All tasks of a job are alike (the schema has one demand
     and one duration per job), jobs differ: a quarter of the jobs ask 1 GPU per task, the
-    others none; each job has a dominant resource among cpu / mem / disk / net, drawn from the
-    upper half of its range (cpu 1-8 cores, mem 2-32 GB, disk 50-400 MB/s, net 0.5-4 Gbps),
-    the other three from the lower half, so jobs complement one another when packed. Task
-    duration 100-600 s. With the defaults the 1200 tasks ask ~6.5x the cluster's cores at
-    once, and their disk and network work over the arrival window exceeds what the cluster
-    can serve (~1.3x), so queues build up.
+    others none; each job has a dominant resource among cpu / mem / disk / net, 25-50 % of a
+    node's capacity per task, and asks 2-8 % of the other three - the skewed shapes for which
+    multi-resource packing matters (Tetris). Task duration 100-600 s. With the defaults the load
+    is heavy: queues build up during the 3000 s of arrivals and drain for an hour or more after
+    (FIFO makespan about 6,700 s over seeds 0-5; seed 000 reports 7,083 s).
+
+seed002   rounds=1, span_s=600, model=(all)
+    Seed 002's experiment: ten image models x {CIFAR-10, ImageNet-sized} as all-reduce jobs of
+    2-4 one-GPU workers, arrivals uniform over span_s, for the `seed002` cluster; `model=NAME`
+    keeps one model's jobs (the experiment runs each model on its own, as the seed's figures do).
+
+liquid    jobs=40, rate=1/60
+    Parameter-server jobs (1-4 workers, 1-2 PS) with Poisson arrivals, for Liquid (seed 003).
 
 poisson   jobs=1000, rate=1/60 (jobs/s), users=8
     DL jobs in the style of Gavel's generator on the Philly distribution: Poisson arrivals
@@ -114,6 +121,11 @@ def _check_seed(seed: Any) -> int:
 
 # ----------------------------------------------------------------------------- seed000
 
+# Node of the seed000 cluster preset; seed000 demands are fractions of it.
+SEED000_NODE = {"cpus_per_worker": 32.0, "mem_gb_per_worker": 128.0, "disk_mbps_per_worker": 1000.0,
+                "net_gbps_per_worker": 10.0}
+
+
 def gen_seed000(seed: int = 0, **params: Any) -> list[JobSpec]:
     """Bag-of-tasks jobs with heterogeneous multi-resource demands (see the module docstring)."""
     p = _check_params("seed000", params, {"jobs": ("int", 40, 0), "tasks": ("int", 30, 0),
@@ -123,27 +135,18 @@ def gen_seed000(seed: int = 0, **params: Any) -> list[JobSpec]:
     submit = np.sort(rng.uniform(0.0, p["span_s"], n))
     gpu_jobs = np.zeros(n, dtype=bool)
     gpu_jobs[rng.permutation(n)[:int(round(0.25 * n))]] = True
-    dominant = rng.integers(0, 4, n)        # 0 cpu, 1 mem, 2 disk, 3 net
-    u = rng.random((n, 4))                 # position inside the lower / upper half of each range
+    dominant = rng.integers(0, 4, n)                          # 0 cpu, 1 mem, 2 disk, 3 net
+    frac = np.where(np.arange(4)[None, :] == dominant[:, None],
+                    rng.uniform(0.25, 0.5, (n, 4)), rng.uniform(0.02, 0.08, (n, 4)))
     duration = rng.uniform(100.0, 600.0, n)
     users = rng.integers(0, 4, n)
-
-    def pick(col: int, lo: float, hi: float, j: int) -> float:
-        mid = (lo + hi) / 2
-        a, b = (mid, hi) if dominant[j] == col else (lo, mid)
-        return a + (b - a) * u[j, col]
-
     jobs = []
     for j in range(n):
-        row = {
-            "job_id": f"job-{j:03d}", "submit_time_s": round(float(submit[j]), 3), "kind": "tasks",
-            "workers": p["tasks"], "gpus_per_worker": 1.0 if gpu_jobs[j] else 0.0,
-            "cpus_per_worker": float(round(pick(0, 1, 8, j))),
-            "mem_gb_per_worker": float(round(pick(1, 2, 32, j))),
-            "disk_mbps_per_worker": float(round(pick(2, 50, 400, j) / 10) * 10),
-            "net_gbps_per_worker": float(round(pick(3, 0.5, 4.0, j) * 2) / 2),
-            "comm": "none", "duration_s": float(round(duration[j])), "user": f"u{users[j]}",
-        }
+        row = {"job_id": f"job-{j:03d}", "submit_time_s": round(float(submit[j]), 3), "kind": "tasks",
+               "workers": p["tasks"], "gpus_per_worker": 1.0 if gpu_jobs[j] else 0.0,
+               "comm": "none", "duration_s": float(round(duration[j])), "user": f"u{users[j]}"}
+        for i, (col, cap) in enumerate(SEED000_NODE.items()):
+            row[col] = round(float(frac[j, i]) * cap, 2)
         jobs.append(job_from_row(row))
     return jobs
 
@@ -224,10 +227,84 @@ def gen_sample(seed: int = 0, **params: Any) -> list[JobSpec]:
     return jobs
 
 
+# ----------------------------------------------------------------------------- seed002
+
+# Ten image models (seed 002 trains "10 models with CIFAR10 and ImageNet").
+SEED002_MODELS = ("alexnet", "vgg16", "resnet18", "resnet50", "resnet101", "resnext50", "inception3",
+                  "googlenet", "mobilenet", "densenet121")
+# Samples per job: CIFAR-10 (50,000 images) x 10 epochs; an ImageNet-sized subset (256,000 images)
+# x 2 epochs, so that a run stays minutes long.
+SEED002_DATA = {"cifar10": 50_000 * 10, "imagenet": 256_000 * 2}
+
+
+def gen_seed002(seed: int = 0, **params: Any) -> list[JobSpec]:
+    """Seed 002's experiment: every model on both data sets as a distributed all-reduce job with
+    2-4 one-GPU workers (the kube-scheduler places workers as pods), arrivals uniform over the
+    first span_s seconds, for the `seed002` cluster (2 x 4 V100 + 2 x 2 V100, 10 Gbps).
+    `model=NAME` keeps one model (its jobs on both data sets, `rounds` times each)."""
+    only = params.pop("model", None)
+    if only is not None and only not in SEED002_MODELS:
+        raise DlschedError(f"generator 'seed002': parameter 'model' must be one of "
+                           f"{', '.join(SEED002_MODELS)}, got {only!r}")
+    p = _check_params("seed002", params, {"rounds": ("int", 1, 0), "span_s": ("float", 600.0, 0)})
+    rng = np.random.default_rng(_check_seed(seed))
+    models = (only,) if only else SEED002_MODELS
+    combos = [(m, d) for _ in range(p["rounds"]) for m in models for d in SEED002_DATA]
+    n = len(combos)
+    submit = np.sort(rng.uniform(0.0, p["span_s"], n))
+    order = rng.permutation(n)
+    workers = rng.integers(2, 5, n)
+    jobs = []
+    for j in range(n):
+        model, data = combos[order[j]]
+        w = int(workers[j])
+        batch = get_model(model).default_batch * w
+        row = {"job_id": f"{model}-{data}-{j:02d}", "submit_time_s": round(float(submit[j]), 1), "kind": "dl",
+               "workers": w, "gpus_per_worker": 1.0, "cpus_per_worker": 4.0, "mem_gb_per_worker": 16.0,
+               "model": model, "comm": "allreduce", "batch_size": batch,
+               "iterations": float(math.ceil(SEED002_DATA[data] / batch)), "user": data}
+        jobs.append(job_from_row(row))
+    return jobs
+
+
+# ----------------------------------------------------------------------------- liquid
+
+LIQUID_MODELS = ("alexnet", "vgg16", "resnet18", "resnet50", "inception3", "googlenet", "mobilenet",
+                 "lstm")
+
+
+def gen_liquid(seed: int = 0, **params: Any) -> list[JobSpec]:
+    """Liquid's setting (seed 003): parameter-server jobs, 1-4 one-GPU workers and 1-2 PS each,
+    Poisson arrivals at `rate` jobs/s; each job needs 5-30 minutes on one V100."""
+    p = _check_params("liquid", params, {"jobs": ("int", 40, 0), "rate": ("float", 1 / 60, 0)})
+    rng = np.random.default_rng(_check_seed(seed))
+    n = p["jobs"]
+    gaps = rng.exponential(1.0 / p["rate"], n)
+    submit = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
+    workers = rng.integers(1, 5, n)
+    ps = rng.integers(1, 3, n)
+    models = rng.integers(0, len(LIQUID_MODELS), n)
+    one_gpu_s = 60.0 * rng.uniform(5.0, 30.0, n)
+    jobs = []
+    for j in range(n):
+        model = LIQUID_MODELS[models[j]]
+        w = int(workers[j])
+        batch = get_model(model).default_batch * w
+        row = {"job_id": f"job-{j:03d}", "submit_time_s": round(float(submit[j]), 1), "kind": "dl",
+               "workers": w, "ps": int(ps[j]), "gpus_per_worker": 1.0, "cpus_per_worker": 4.0,
+               "mem_gb_per_worker": 8.0, "ps_cpus": 2.0, "ps_mem_gb": 4.0, "model": model, "comm": "ps",
+               "batch_size": batch,
+               "iterations": float(max(1, round(one_gpu_s[j] / _iteration_s(model, batch))))}
+        jobs.append(job_from_row(row))
+    return jobs
+
+
 GENERATORS: dict[str, Generator] = {
     "seed000": gen_seed000,
+    "seed002": gen_seed002,
     "poisson": gen_poisson,
     "sample": gen_sample,
+    "liquid": gen_liquid,
 }
 
 

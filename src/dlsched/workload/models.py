@@ -73,6 +73,7 @@ ZOO: dict[str, ModelProfile] = {m.name: m for m in [
     _m("resnext50", 100.0, 2.6, overhead_ms=15, gpu_mem_gb=14, overlap=0.5, gpu_util=0.95, default_batch=64),
     _m("inception3", 95.3, 2.7, overhead_ms=15, gpu_mem_gb=10, overlap=0.5, gpu_util=0.9, default_batch=64),
     _m("googlenet", 26.6, 1.0, overhead_ms=10, gpu_mem_gb=5, overlap=0.5, gpu_util=0.8, default_batch=128),
+    _m("densenet121", 32.0, 2.0, overhead_ms=15, gpu_mem_gb=8, overlap=0.5, gpu_util=0.85, default_batch=64),
     _m("mobilenet", 16.8, 0.6, overhead_ms=10, gpu_mem_gb=4, overlap=0.5, gpu_util=0.5, default_batch=128),
     _m("lstm", 264.0, 1.2, overhead_ms=10, gpu_mem_gb=6, overlap=0.2, gpu_util=0.85, default_batch=64),
     _m("transformer", 260.0, 3.0, overhead_ms=20, gpu_mem_gb=12, overlap=0.3, gpu_util=0.9, default_batch=64),

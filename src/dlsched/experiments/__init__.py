@@ -1,0 +1,14 @@
+"""Reproduced experiments: `dlsched experiment NAME --out DIR`.
+
+Each experiment runs policies over several seeds on the workload and cluster of a published
+result, computes every figure from the simulations (mean and spread over seeds), prints the
+published figure beside ours, checks the expected direction, and writes results.csv,
+summary.json, plots and report.html. Nothing in an experiment is typed in except the published
+figures it compares with (kept in its module, with their source).
+"""
+from dlsched.experiments.base import EXPERIMENTS, ExperimentResult, run_experiment
+
+# Each experiment module registers itself.
+from dlsched.experiments import seed000_tetris, seed002_k8s, liquid_scaling  # noqa: F401,E402
+
+__all__ = ["EXPERIMENTS", "ExperimentResult", "run_experiment"]

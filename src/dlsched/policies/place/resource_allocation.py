@@ -1,0 +1,80 @@
+"""kube-scheduler's resource-allocation scoring (NodeResourcesFit, seed 002), one scorer with a
+`strategy` per resource, after placing the task on the node:
+
+    least_allocated (spread / load balancing):  s_r = (free_r - req_r) / capacity_r
+    most_allocated  (bin pack):                 s_r = (capacity_r - free_r + req_r) / capacity_r
+    score = sum_r w_r * s_r / sum_r w_r      over resources the node has (capacity > 0)
+
+`strategy` is one name for every resource or a mapping per resource (e.g. bin-pack GPUs, spread
+CPUs: {gpu: most_allocated, cpu: least_allocated}); `weights` per resource (default GPU, CPU and
+memory 1, disk and network 0, as kube-scheduler weighs CPU and memory by default).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dlsched.core.types import NRES, RESOURCES
+from dlsched.scheduler.framework import ProfileSpec, register, register_profile
+
+STRATEGIES = ("least_allocated", "most_allocated")
+DEFAULT_WEIGHTS = {"gpu": 1.0, "cpu": 1.0, "mem": 1.0, "disk": 0.0, "net": 0.0}
+
+
+@register("score", "resource_allocation", source="seed 002 (kube-scheduler NodeResourcesFit)")
+class ResourceAllocationScorer:
+    """least_allocated (spread) or most_allocated (bin pack), per resource, weighted."""
+
+    def __init__(self, strategy: str | dict = "least_allocated", weights: dict | None = None):
+        per = strategy if isinstance(strategy, dict) else {r: strategy for r in RESOURCES}
+        for r, s in per.items():
+            if r not in RESOURCES:
+                raise ValueError(f"strategy: unknown resource {r!r} (resources: {', '.join(RESOURCES)})")
+            if s not in STRATEGIES:
+                raise ValueError(f"strategy.{r}: must be one of {', '.join(STRATEGIES)}, got {s!r}")
+        w = dict(DEFAULT_WEIGHTS)
+        for r, x in (weights or {}).items():
+            if r not in RESOURCES:
+                raise ValueError(f"weights: unknown resource {r!r}")
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0:
+                raise ValueError(f"weights.{r}: must be a number >= 0, got {x!r}")
+            w[r] = float(x)
+        if sum(w.values()) <= 0:
+            raise ValueError("weights: at least one must be > 0")
+        self.weights = np.array([w[r] for r in RESOURCES])
+        # most[r] is True where resource r is bin-packed
+        self.most = np.array([per.get(r, "least_allocated") == "most_allocated" for r in RESOURCES])
+
+    def score(self, ctx, job, task, free, nodes) -> np.ndarray:
+        cap = ctx.snap.capacity[nodes]
+        has = cap > 0
+        safe = np.where(has, cap, 1.0)
+        after = (free[nodes] - np.asarray(task.demand)) / safe        # free fraction after placing
+        s = np.where(self.most, 1.0 - after, after)
+        w = np.where(has, self.weights, 0.0)
+        total = w.sum(axis=1)
+        out = np.where(total > 0, (np.clip(s, 0.0, 1.0) * w).sum(axis=1) / np.where(total > 0, total, 1.0), 0.0)
+        return out
+
+
+assert NRES == len(DEFAULT_WEIGHTS)
+
+register_profile(ProfileSpec(
+    name="k8s-spread", source="seed 002 (load balancing)",
+    description="kube-scheduler load balancing: each worker on the least allocated node, one at a "
+                "time (a job may be partly placed and hold what it got)",
+    order="fifo", filters=("fits",), scores=(("resource_allocation", 1.0),), gang=False, blocking=False,
+    params={"resource_allocation": {"strategy": "least_allocated"}}))
+
+register_profile(ProfileSpec(
+    name="k8s-binpack", source="seed 002 (bin pack)",
+    description="kube-scheduler bin pack: each worker on the most allocated node that fits, one at "
+                "a time (a job may be partly placed and hold what it got)",
+    order="fifo", filters=("fits",), scores=(("resource_allocation", 1.0),), gang=False, blocking=False,
+    params={"resource_allocation": {"strategy": "most_allocated"}}))
+
+register_profile(ProfileSpec(
+    name="volcano-gang", source="seed 002 (Volcano gang)",
+    description="Volcano: all of a job's workers or none, bin packed; a job that does not fit "
+                "waits in the queue while later jobs may go",
+    order="fifo", filters=("fits",), scores=(("resource_allocation", 1.0),), gang=True, blocking=False,
+    params={"resource_allocation": {"strategy": "most_allocated"}}))

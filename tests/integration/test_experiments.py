@@ -1,0 +1,28 @@
+"""The reproduced experiments show the expected direction (with fewer seeds than the default, to
+keep CI short; `dlsched experiment NAME` runs the full set)."""
+import json
+
+import pytest
+
+from dlsched.experiments import EXPERIMENTS, run_experiment
+
+
+@pytest.mark.parametrize("name, seeds", [("seed000-tetris", 2), ("seed002-k8s", 1)])
+def test_experiment_shows_the_expected_direction(tmp_path, name, seeds):
+    res, report = run_experiment(name, tmp_path / name, seeds)
+    assert res.checks and all(c.ok for c in res.checks), [(c.text, c.detail) for c in res.checks if not c.ok]
+    summary = json.loads((tmp_path / name / "summary.json").read_text())
+    assert summary["ok"] is True and summary["published"]
+    assert report.exists() and (tmp_path / name / "results.csv").exists()
+
+
+def test_tetris_figures_are_computed_not_typed_in(tmp_path):
+    res, _ = run_experiment("seed000-tetris", tmp_path / "t", 1)
+    ours = {row["figure"]: row["ours"] for row in res.published}
+    r0 = res.results[""]
+    assert ours["makespan FIFO (s)"] == r0["fifo"][0].summary["makespan_s"]
+    assert ours["makespan Tetris (s)"] == r0["tetris"][0].summary["makespan_s"]
+
+
+def test_experiments_are_listed():
+    assert {"seed000-tetris", "seed002-k8s", "liquid-scaling"} <= set(EXPERIMENTS)
