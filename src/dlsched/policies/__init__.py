@@ -5,3 +5,5 @@ from dlsched.policies.allocate import requested  # noqa: F401
 from dlsched.policies.place import fits, first_fit  # noqa: F401
 from dlsched.policies.place import tetris, resource_allocation, colocate  # noqa: F401
 from dlsched.policies import profiles  # noqa: F401
+from dlsched.policies.order import drf  # noqa: F401
+from dlsched.policies.actions import gandiva_place  # noqa: F401

@@ -1,0 +1,278 @@
+"""Gandiva's reactive node allocation (Xiao et al., "Gandiva: Introspective Cluster Scheduling for
+Deep Learning", OSDI 2018; seed 001, Algorithm 1 getNodes), as a job-level placer.
+
+Gandiva keeps jobs of the same size (total GPUs) on the same servers, so that jobs that must
+time-share a GPU are alike and a server's GPUs stay usable by the next job of that size. For a
+job asking for G = job.gpu GPUs (workers x GPUs per worker):
+
+    affinity(n) = sizes of the jobs holding GPUs on n (normally one size; {} : "affinity 0")
+    load(n)     = tasks per GPU on n = sum_g gpu_load[n, g] / gpus(n)
+    nodes0 = {n : G in affinity(n)}                       same affinity
+    nodes1 = argmin_{n in nodes0} load(n)                 the least-loaded of those
+    nodes2 = {n : affinity(n) = {}}                       unallocated servers
+    nodes3 = {n : free GPUs(n) > 0}                       any node with free GPUs
+
+    if nodes1 and height(nodes1) = load < 1 and the job fits on their free GPUs -> nodes1
+    elif sum_{nodes2} GPUs >= G and the job fits there                  -> nodes2
+    elif the job fits on the free GPUs of nodes3                        -> nodes3  (relax affinity)
+    elif nodes1 and oversubscribe                                       -> nodes1  (time-share)
+    else                                                                -> stays queued
+
+"Fits" means every resource of every task fits the node's free vector; over-subscription relaxes
+this for GPUs only (a worker goes on the least-loaded GPUs of nodes1 even though they are in use),
+never beyond `max_load` tasks on one GPU, and CPU, memory, disk and network must still fit. Within
+a node set, workers go on as few nodes as possible: when one node can hold the whole job, the one
+with the fewest free GPUs (best fit, which keeps large holes for large jobs); otherwise nodes with
+the most free GPUs first. Parameter servers (no GPU) go on the job's worker nodes if they fit,
+else on the first node that fits. A job is placed whole or not at all (gang).
+
+Only whole DL jobs with GPUs are placed here; bags of tasks, jobs without GPUs and partly placed
+jobs are left to the round's ordinary (first-fit) loop, which also retries the jobs left queued
+here and cannot place them either (nodes3 already covers every node with room).
+
+What is modelled, and what is not: time slicing between over-subscribed jobs is modelled by the
+simulator's interference factor for jobs sharing a GPU (dlsched.workload.speed), not by
+Gandiva's suspend/resume round-robin. Gandiva's introspective mode (profiling, packing,
+migration, grow-shrink) is a later issue; this module is the reactive mode only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dlsched.core.types import GPU, Launch, Migrate, Resize, Resume, Suspend
+from dlsched.scheduler.framework import ProfileSpec, register, register_profile
+
+_EPS = 1e-9
+
+
+@register("action", "gandiva_place", source="Xiao et al., OSDI 2018 (Gandiva, seed 001 Algorithm 1)")
+class GandivaPlace:
+    """Gandiva's reactive getNodes: same-size affinity, unallocated servers, relaxed, over-subscribed."""
+
+    def __init__(self, oversubscribe: bool = True, max_load: int = 2) -> None:
+        if max_load < 1:
+            raise ValueError(f"max_load must be >= 1, got {max_load}")
+        self.oversubscribe = oversubscribe
+        self.max_load = max_load
+        self._jobs: dict = {}   # _NodeView's per-job cache, kept from round to round
+
+    def act(self, ctx) -> None:
+        """Nothing after placement: the work happens in before_place."""
+
+    def before_place(self, ctx) -> None:
+        txn = ctx.txn
+        view = None   # built on the first job it is needed for: most rounds have none
+        # Jobs of a shape that could not be placed since the last placement cannot be placed
+        # now either (same state, same answer): skip them without searching again.
+        failed: set[tuple] = set()
+        for rec in ctx.queue:
+            spec = rec.spec
+            if (rec.job_id in txn.decided or spec.kind != "dl" or rec.placed
+                    or rec.job_id in txn.released):
+                continue   # not a whole DL job waiting to start: the round's loop handles it
+            tasks = rec.unplaced()
+            size = float(sum(t.demand[GPU] for t in tasks))
+            if size <= 0:
+                continue   # a job without GPUs has no affinity: plain placement
+            shape = (tuple(t.demand for t in tasks), spec.gpu_type)
+            if shape in failed:
+                continue
+            if view is None:
+                view = _NodeView(ctx, self._jobs)
+            if self._get_nodes(ctx, view, rec, tasks, size):
+                ctx.scheduler.commit(rec, ctx, gang=True)
+                view.add_job(size, _last_placements(txn, rec.job_id))
+                failed.clear()
+            else:
+                failed.add(shape)
+
+    # -- Algorithm 1 --------------------------------------------------------------------------
+    def _get_nodes(self, ctx, view: "_NodeView", rec, tasks, size: float) -> bool:
+        """Reserve the job's tasks per Algorithm 1; True when all of them are reserved."""
+        ok = view.eligible(rec.spec)
+        load = view.load()
+        nodes0 = np.flatnonzero(ok & view.has_size(size))
+        nodes1 = nodes0[np.abs(load[nodes0] - load[nodes0].min()) < _EPS] if len(nodes0) else nodes0
+        if len(nodes1) and load[nodes1[0]] < 1 and self._place(ctx, rec, tasks, nodes1):
+            return True                                    # same affinity with free GPUs
+        nodes2 = np.flatnonzero(ok & view.unallocated())
+        if view.gpus[nodes2].sum() >= size - _EPS and self._place(ctx, rec, tasks, nodes2):
+            return True                                    # unallocated GPU servers
+        nodes3 = np.flatnonzero(ok & (ctx.txn.free[:, GPU] > _EPS))
+        if len(nodes3) and self._place(ctx, rec, tasks, nodes3):
+            return True                                    # relax the affinity constraint
+        if len(nodes1) and self.oversubscribe and self._place(ctx, rec, tasks, nodes1, over=True):
+            return True                                    # over-subscribe (time-share GPUs)
+        return False                                       # the job stays queued
+
+    def _place(self, ctx, rec, tasks, nodes: np.ndarray, over: bool = False) -> bool:
+        """Reserve every task of the job on `nodes` (workers) or wherever it fits (parameter
+        servers); on failure give back what this attempt reserved."""
+        txn = ctx.txn
+        workers = [t for t in tasks if t.demand[GPU] > 0]
+        others = [t for t in tasks if t.demand[GPU] <= 0]
+        order = nodes if over else self._packed_order(txn.free, nodes, workers)
+        used: list[int] = []
+        for task in workers:
+            pick = self._pick_over(txn, task, order, used) if over else self._pick_free(txn, task, order)
+            if pick is None:
+                txn.discard(rec.job_id)
+                return False
+            node, gpu_ids = pick
+            txn.reserve(rec.job_id, task, node, gpu_ids=gpu_ids)
+            if node not in used:
+                used.append(node)
+        rest = np.flatnonzero(ctx.snap.up)
+        for task in others:
+            node = self._first_fit(txn.free, task, [*used, *rest])
+            if node is None:
+                txn.discard(rec.job_id)
+                return False
+            txn.reserve(rec.job_id, task, node)
+        return True
+
+    @staticmethod
+    def _packed_order(free: np.ndarray, nodes: np.ndarray, workers) -> np.ndarray:
+        """Fewest nodes: the nodes with the most free GPUs first (ties: lowest node id), but
+        if some node can hold every worker, the tightest such node before all of them (best
+        fit keeps the large holes for large jobs)."""
+        by_free = nodes[np.argsort(-free[nodes, GPU], kind="stable")]
+        need = np.sum([t.vector for t in workers], axis=0)
+        whole = nodes[(free[nodes] >= need - _EPS).all(axis=1)]
+        if not len(whole):
+            return by_free
+        best = whole[np.argsort(free[whole, GPU], kind="stable")[0]]
+        return np.concatenate(([best], by_free[by_free != best]))
+
+    def _pick_free(self, txn, task, order) -> tuple[int, tuple[int, ...]] | None:
+        """The first node in `order` whose free vector covers the task (GPUs included)."""
+        demand = task.vector
+        for n in order:
+            if (txn.free[n] >= demand - _EPS).all():
+                gpu_ids = txn.pick_gpus(int(n), task.demand[GPU])
+                if self._under_cap(txn, int(n), gpu_ids):
+                    return int(n), gpu_ids
+        return None
+
+    def _pick_over(self, txn, task, nodes, used) -> tuple[int, tuple[int, ...]] | None:
+        """Over-subscription: the node of `nodes` whose least-loaded GPUs are least loaded
+        (then one the job already uses, then the lowest id), CPU / memory / disk / network
+        fitting and no GPU above max_load."""
+        demand = task.vector
+        best, best_key = None, None
+        for n in nodes:
+            n = int(n)
+            if not (txn.free[n, GPU + 1:] >= demand[GPU + 1:] - _EPS).all():
+                continue
+            gpu_ids = txn.pick_gpus(n, task.demand[GPU])
+            if not self._under_cap(txn, n, gpu_ids):
+                continue
+            key = (int(txn.gpu_load[n, list(gpu_ids)].max()), n not in used, n)
+            if best_key is None or key < best_key:
+                best, best_key = (n, gpu_ids), key
+        return best
+
+    def _under_cap(self, txn, node: int, gpu_ids) -> bool:
+        return all(txn.gpu_load[node, g] + 1 <= self.max_load for g in gpu_ids)
+
+    @staticmethod
+    def _first_fit(free: np.ndarray, task, nodes) -> int | None:
+        demand = task.vector
+        for n in nodes:
+            if (free[n] >= demand - _EPS).all():
+                return int(n)
+        return None
+
+
+def _last_placements(txn, job_id: str) -> tuple:
+    """The placements of the Launch / Resume just committed for `job_id`."""
+    for d in reversed(txn.plan.decisions):
+        if isinstance(d, (Launch, Resume)) and d.job_id == job_id:
+            return d.placements
+    return ()
+
+
+class _NodeView:
+    """Per-round view of the cluster for Algorithm 1: which job sizes sit on each node."""
+
+    def __init__(self, ctx, cache: dict):
+        self.ctx = ctx
+        cl = ctx.snap.cluster
+        self.gpus = cl.capacity[:, GPU]
+        self.sizes: list[set[float]] = [set() for _ in range(cl.num_nodes)]
+        self._masks: dict = {}   # has_size / unallocated masks, until the next add_job
+        # Placements of every job that holds something, as this round's plan leaves them.
+        held: dict[str, tuple] = {}
+        for rec in (*ctx.running, *ctx.queue):
+            if rec.placed and rec.spec.job_id not in held:
+                held[rec.spec.job_id] = tuple(rec.placed.values())
+        for d in ctx.txn.plan.decisions:
+            if isinstance(d, Suspend):
+                held.pop(d.job_id, None)
+            elif isinstance(d, (Launch, Resume)):
+                held[d.job_id] = held.get(d.job_id, ()) + tuple(d.placements)
+            elif isinstance(d, (Migrate, Resize)):
+                held[d.job_id] = tuple(d.placements)
+        # `cache` keeps each job's (tasks, placements, size, GPU nodes) from the last round:
+        # every round starts with this pass over all running jobs, and most have not moved.
+        fresh = {}
+        for job_id, placements in held.items():
+            rec = ctx.jobs[job_id]
+            entry = cache.get(job_id)
+            if entry is None or entry[0] is not rec.tasks or entry[1] != placements:
+                entry = (rec.tasks, placements, _size(rec), {tp.node for tp in placements if tp.gpu_ids})
+            fresh[job_id] = entry
+            size = entry[2]
+            for n in entry[3]:
+                self.sizes[n].add(size)
+        cache.clear()
+        cache.update(fresh)
+
+    def add_job(self, size: float, placements) -> None:
+        """A job of `size` GPUs now holds these placements: their GPU nodes get its affinity."""
+        for tp in placements:
+            if tp.gpu_ids:
+                self.sizes[tp.node].add(size)
+        self._masks.clear()
+
+    def eligible(self, spec) -> np.ndarray:
+        """Up nodes with GPUs of the type the job requires (if any)."""
+        cl = self.ctx.snap.cluster
+        ok = self.ctx.snap.up & (self.gpus > 0)
+        if spec.gpu_type is not None:
+            want = cl.gpu_types.index(spec.gpu_type) if spec.gpu_type in cl.gpu_types else -1
+            ok = ok & (cl.node_gpu_type == want)
+        return ok
+
+    def has_size(self, size: float) -> np.ndarray:
+        """Nodes whose affinity includes `size` (cached: a queue repeats a few sizes)."""
+        if size not in self._masks:
+            self._masks[size] = np.array([size in s for s in self.sizes], dtype=bool)
+        return self._masks[size]
+
+    def unallocated(self) -> np.ndarray:
+        """Nodes that hold no GPU job ("affinity 0")."""
+        if None not in self._masks:
+            self._masks[None] = np.array([not s for s in self.sizes], dtype=bool)
+        return self._masks[None]
+
+    def load(self) -> np.ndarray:
+        """Tasks per GPU of every node (0 for nodes without GPUs)."""
+        gl = np.maximum(self.ctx.txn.gpu_load, 0).sum(axis=1)
+        return np.divide(gl, self.gpus, out=np.zeros(len(self.gpus)), where=self.gpus > 0)
+
+
+def _size(rec) -> float:
+    """A job's size for affinity: its total GPUs (a DL job), or one task's GPUs (a bag of
+    independent tasks, whose tasks do not run together)."""
+    if rec.spec.kind == "dl":
+        return float(sum(t.demand[GPU] for t in rec.tasks))
+    return float(max((t.demand[GPU] for t in rec.tasks), default=0.0))
+
+
+register_profile(ProfileSpec(
+    name="gandiva-reactive", source="Xiao et al., OSDI 2018 (seed 001)",
+    description="Gandiva's reactive mode: FIFO, jobs of the same size share servers, unallocated "
+                "servers next, then any free GPUs, then GPU over-subscription (time-sharing); gang",
+    order="fifo", filters=("fits",), scores=(("first_fit", 1.0),), actions=("gandiva_place",),
+    gang=True, blocking=False))

@@ -1,0 +1,158 @@
+"""Dominant Resource Fairness (Ghodsi et al., "Dominant Resource Fairness: Fair Allocation of
+Multiple Resource Types", NSDI 2011), as a dynamic job order.
+
+A user's dominant share is their largest share of any one resource:
+
+    s_u = max_r  U_u[r] / C[r]          r in {gpu, cpu, mem, disk, net} with C[r] > 0
+
+    U_u[r] = demand of every task user u's jobs hold now (running or partly placed jobs)
+           + demand of every task this round has already given, or tentatively reserved for,
+             u's jobs
+    C[r]   = capacity of r summed over all nodes of the cluster (down ones too, so that
+             shares do not jump when a node fails)
+
+    key(job, ctx) = (s_{job.user},)
+
+DRF's progressive filling - "repeatedly launch a task of the user with the lowest dominant share"
+- falls out of the framework: the order is `dynamic`, so after every job the round places it
+re-evaluates the keys and the next job comes from the user whose share is then the smallest
+(ties: earlier submission, then job id). With one task per job this is exactly the paper's
+algorithm; a multi-task job is placed as one step (all of a gang at once).
+
+Shares are cached per round for the users with waiting jobs (only their shares order the queue)
+and brought up to date incrementally from the plan's new decisions: a round calls key() for every
+waiting job after every placement, so recomputing holdings on each call would cost
+O(queue x running) per call.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dlsched.core.types import NRES, Launch, Resume, Suspend
+from dlsched.scheduler.framework import ProfileSpec, register, register_profile
+
+
+@register("order", "drf", source="Ghodsi et al., NSDI 2011 (DRF)")
+class DrfOrder:
+    """Dominant resource fairness: the job of the user with the smallest dominant share first."""
+    static = False   # shares change as jobs start and finish
+    dynamic = True   # ... and as the round itself places jobs (progressive filling)
+
+    def __init__(self) -> None:
+        # Per-round cache. The round's Transaction object itself identifies the round (a new
+        # one per round); keeping a reference, not an id(), means a later round's object can
+        # never be mistaken for it.
+        self._txn = None
+        self._users: set[str] = set()                # users whose shares this round computes
+        self._has: np.ndarray | None = None          # resources the cluster has (C[r] > 0)
+        self._cap: np.ndarray | None = None          # C[r] of those resources
+        self._used: dict[str, np.ndarray] = {}       # user -> U_u (held + committed this round)
+        self._held: dict[str, tuple[str, np.ndarray]] = {}   # job -> (user, demand it holds)
+        self._vectors: dict[str, tuple[tuple, np.ndarray]] = {}   # job -> (placed tasks, demand)
+        self._seen = 0                               # plan decisions already folded into _used
+        self._shares: dict[str, float] = {}          # user -> s_u, valid for _shares_at
+        self._shares_at = -1
+
+    def key(self, job, ctx) -> tuple:
+        if ctx is None:   # only static orders are keyed without a round; answer anyway
+            return (0.0,)
+        user = job.spec.user
+        if ctx.txn is not self._txn or user not in self._users:
+            self._start_round(ctx, user)
+        n = len(ctx.txn.plan.decisions)
+        if n != self._shares_at:
+            self._fold_decisions(ctx)
+            self._shares = self._dominant_shares(ctx)
+            self._shares_at = n
+        return (self._shares.get(user, 0.0),)
+
+    # -- the cache ------------------------------------------------------------------------------
+    def _start_round(self, ctx, user: str) -> None:
+        """What every user with a waiting job holds at the start of the round (jobs an action
+        already released in this round hold nothing). Only those users' shares order the
+        queue, so the holdings of the others are not summed (a round starts with a pass over
+        every running job: it must stay cheap)."""
+        if ctx.txn is not self._txn:
+            self._users = {r.spec.user for r in ctx.queue}
+        self._users.add(user)          # key() asked about a job outside the queue
+        users = self._users
+        self._txn = ctx.txn
+        cap = ctx.snap.capacity.sum(axis=0)
+        self._has = cap > 0
+        self._cap = cap[self._has]
+        self._held, self._seen, self._shares, self._shares_at = {}, 0, {}, -1
+        released = ctx.txn.released
+        held, old, vectors = self._held, self._vectors, {}
+        by_user: dict[str, list[np.ndarray]] = {}
+        # Running jobs, plus waiting jobs that hold some tasks (partly placed, non-gang).
+        # A bag of tasks that runs is in both lists: count it once.
+        for rec in (*ctx.running, *ctx.queue):
+            placed = rec.placed
+            user = rec.spec.user
+            if not placed or user not in users:
+                continue
+            jid = rec.spec.job_id
+            if jid in held or jid in released:
+                continue
+            # A job's held vector changes only when its placed tasks do: reuse last round's.
+            sig = (rec.tasks, tuple(placed))
+            hit = old.get(jid)
+            v = hit[1] if hit is not None and hit[0] == sig else _demand(rec, placed)
+            vectors[jid] = (sig, v)
+            held[jid] = (user, v)
+            if user in by_user:
+                by_user[user].append(v)
+            else:
+                by_user[user] = [v]
+        self._vectors = vectors   # only jobs that still hold something (and whose user waits)
+        self._used = {u: np.sum(vs, axis=0) for u, vs in by_user.items()}
+
+    def _fold_decisions(self, ctx) -> None:
+        """Add the plan's decisions made since the last call: launches and resumes take
+        resources, a suspension gives back what the job held. Migrations keep the same demand."""
+        decisions = ctx.txn.plan.decisions
+        for d in decisions[self._seen:]:
+            if isinstance(d, (Launch, Resume)):
+                rec = ctx.jobs[d.job_id]
+                v = _demand(rec, [tp.task for tp in d.placements])
+                user, held = self._held.get(d.job_id, (rec.spec.user, np.zeros(NRES)))
+                self._held[d.job_id] = (user, held + v)
+                self._add(user, v)
+            elif isinstance(d, Suspend) and d.job_id in self._held:
+                user, held = self._held.pop(d.job_id)
+                self._add(user, -held)
+        self._seen = len(decisions)
+
+    def _dominant_shares(self, ctx) -> dict[str, float]:
+        used = {u: v.copy() for u, v in self._used.items()}
+        # Reservations not yet committed (normally none between two placements: a job's
+        # reservations are committed - a new decision - or discarded together).
+        for rec in ctx.queue:
+            tps = ctx.txn.reserved(rec.job_id)
+            if tps:
+                v = _demand(rec, [tp.task for tp in tps])
+                used[rec.spec.user] = used.get(rec.spec.user, np.zeros(NRES)) + v
+        if not len(self._cap):
+            return {}
+        return {user: float((v[self._has] / self._cap).max()) for user, v in used.items()}
+
+    def _add(self, user: str, v: np.ndarray) -> None:
+        if user in self._used:
+            self._used[user] = self._used[user] + v
+        else:
+            self._used[user] = v.copy()
+
+
+def _demand(rec, task_indices) -> np.ndarray:
+    """Summed demand vector of the given tasks of a job record."""
+    v = np.zeros(NRES)
+    for i in task_indices:
+        v += rec.tasks[i].vector
+    return v
+
+
+register_profile(ProfileSpec(
+    name="drf", source="Ghodsi et al., NSDI 2011",
+    description="Dominant resource fairness across users (progressive filling), first fit, gang; "
+                "a job that does not fit does not block the others",
+    order="drf", filters=("fits",), scores=(("first_fit", 1.0),), gang=True, blocking=False))
