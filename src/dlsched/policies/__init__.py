@@ -7,3 +7,5 @@ from dlsched.policies.place import tetris, resource_allocation, colocate  # noqa
 from dlsched.policies import profiles  # noqa: F401
 from dlsched.policies.order import drf  # noqa: F401
 from dlsched.policies.actions import gandiva_place  # noqa: F401
+from dlsched.policies.place import liquid  # noqa: F401
+from dlsched.policies.actions import liquid_batch  # noqa: F401
