@@ -116,3 +116,22 @@ def test_colocation_waits_for_one_server():
     # a, b bin-packed onto the 2-GPU servers (most allocated after placing), c gets a 4-GPU one.
     assert len(set(_placements(r, "c"))) == 1 and j.loc["c", "first_start_s"] == 2
     assert r.summary["nic_bytes"] == 0
+
+
+def test_tetris_remaining_work_term_is_off_by_default_and_prefers_short_jobs_when_on():
+    """One node, its 4 GPUs busy until t=100; then `long` (submitted first, 2 tasks x 400 s) and
+    `short` (1 task x 50 s), all 4-GPU tasks, compete. With weight 0 (FIFO) long runs first
+    (100..500, 500..900), short at 900; with weight 1 the job with less remaining work
+    (4 x 50 GPU-s vs 4 x 800) goes first: short 100..150, then long from 150."""
+    cl = cluster_from_dict({"node_groups": [{"count": 1, **NODE}]})
+    row = dict(kind="tasks", gpus_per_worker=4, cpus_per_worker=1, mem_gb_per_worker=1)
+    jobs = [job_from_row(dict(job_id="busy", submit_time_s=0, workers=1, duration_s=100, **row)),
+            job_from_row(dict(job_id="long", submit_time_s=1, workers=2, duration_s=400, **row)),
+            job_from_row(dict(job_id="short", submit_time_s=2, workers=1, duration_s=50, **row))]
+    plain = dlsched.simulate(cl, jobs, "tetris").jobs.set_index("job_id")
+    assert plain.loc["long", "first_start_s"] == 100 and plain.loc["short", "first_start_s"] == 900
+    srpt = dlsched.simulate(cl, jobs, "tetris", policy_config={"policies": {"tetris": {
+        "params": {"remaining_work": {"weight": 1.0}}}}}).jobs.set_index("job_id")
+    assert srpt.loc["short", "first_start_s"] == 100 and srpt.loc["long", "first_start_s"] == 150
+    with pytest.raises(ConfigError, match="weight must be"):
+        build("order", "remaining_work", {"weight": 2.0})

@@ -125,7 +125,12 @@ class Profile:
             raise ConfigError(f"policies.{spec.name}.{sorted(over)[0]}",
                               "unknown key (allowed: gang, blocking, round_s, params)")
         base = f"policies.{spec.name}.params"
-        used = {name for _, name in spec.components()}
+        names = [name for _, name in spec.components()]
+        used = set(names)
+        shared = sorted({n for n in names if names.count(n) > 1} & set(params))
+        if shared:
+            # params are keyed by component name: two kinds with one name cannot be told apart
+            raise ConfigError(f"{base}.{shared[0]}", "ambiguous: components of two kinds share this name")
         for cname in params:
             if cname not in used:
                 raise ConfigError(f"{base}.{cname}", f"not a component of this profile "

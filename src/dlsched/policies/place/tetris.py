@@ -9,16 +9,14 @@ left out. Both vectors are non-negative, so the score is in [0, 1] (1: the free 
 the same way as the demand: placing the task leaves the node's remaining resources balanced).
 
 The paper's remaining-work term (prefer jobs with little work left, an SRPT flavour) is the
-`tetris` order's `remaining_weight` w, off (0) by default. In the paper it is added to the
-alignment of every (task, machine) pair; it is the same for every machine, so it only changes
-which job goes first: here it is the order key w * remaining work (GPU-seconds, at least one GPU
-per task), and with w = 0 the order is arrival (FIFO).
+`remaining_work` order's `weight`, off (0) by default. In the paper it is added to the alignment
+of every (task, machine) pair; it is the same for every machine, so it only changes which job
+goes first (see dlsched.policies.order.remaining_work).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from dlsched.core.types import GPU
 from dlsched.scheduler.framework import ProfileSpec, register, register_profile
 
 
@@ -41,30 +39,8 @@ class TetrisScorer:
         return np.clip(np.nan_to_num(cos, nan=0.0), 0.0, 1.0)
 
 
-@register("order", "tetris", source="Grandl et al. SIGCOMM 2014 (remaining-work term)")
-class TetrisOrder:
-    """Arrival order, optionally biased to jobs with little remaining work (weight w)."""
-    static = False
-
-    def __init__(self, remaining_weight: float = 0.0):
-        if not 0.0 <= remaining_weight <= 1.0:
-            raise ValueError(f"remaining_weight must be in [0, 1], got {remaining_weight}")
-        self.w = remaining_weight
-
-    def key(self, job, ctx) -> tuple:
-        if self.w == 0.0:
-            return ()
-        spec = job.spec
-        left = job.unplaced()
-        if spec.kind == "tasks":
-            work = sum((t.duration_s or 0.0) * max(t.demand[GPU], 1.0) for t in left)
-        else:
-            work = (spec.duration_s or spec.iterations or 0.0) * max(spec.gpus, 1.0)
-        return (self.w * work,)
-
-
 register_profile(ProfileSpec(
     name="tetris", source="seed 000; Grandl et al. SIGCOMM 2014",
     description="multi-resource packing: each task goes to the node whose free vector is best "
                 "aligned (cosine) with its demand; later jobs may use what the head cannot",
-    order="tetris", filters=("fits",), scores=(("tetris", 1.0),), gang=False, blocking=False))
+    order="remaining_work", filters=("fits",), scores=(("tetris", 1.0),), gang=False, blocking=False))
