@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import dlsched.policies  # noqa: F401  (every policy registers itself on import)
 from dlsched.cluster.topology import Cluster, load_cluster

@@ -28,11 +28,11 @@ def dl_job(job_id, user, workers, t=0.0, duration=100.0, cpus=1, mem=4):
                              mem_gb_per_worker=mem, duration_s=duration, user=user))
 
 
-def first_round(cluster, jobs):
-    """Deliver the arrivals at t=0 and run one DRF round; returns (scheduler, backend, plan)."""
+def first_round(cluster, jobs, policy="drf"):
+    """Deliver the arrivals at t=0 and run one round; returns (scheduler, backend, plan)."""
     cl = cluster_from_dict(cluster)
     backend = SimBackend(cl, jobs)
-    sched = Scheduler(build_profile("drf"))
+    sched = Scheduler(build_profile(policy))
     for e in backend.poll():
         sched.handle(e, backend)
     plan = sched.round(backend.snapshot())
@@ -98,12 +98,7 @@ def test_fifo_would_not_be_fair_on_the_same_jobs():
     # Control: FIFO-backfill on the same jobs gives A (submitted first) the whole memory.
     jobs = ([task_job(f"a{i}", "A", 1, 4) for i in range(1, 6)]
             + [task_job(f"b{i}", "B", 3, 1) for i in range(1, 6)])
-    cl = cluster_from_dict(PAPER)
-    backend = SimBackend(cl, jobs)
-    sched = Scheduler(build_profile("fifo-backfill"))
-    for e in backend.poll():
-        sched.handle(e, backend)
-    plan = sched.round(backend.snapshot())
+    _, _, plan = first_round(PAPER, jobs, "fifo-backfill")
     # 4 x 4 GB of A fill 16 of 18 GB; one B fits on what is left (3 CPUs, 1 GB).
     assert [d.job_id for d in plan.decisions] == ["a1", "a2", "a3", "a4", "b1"]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dlsched.experiments.base import (Check, Experiment, ExperimentResult, mean_std, register_experiment,
+from dlsched.experiments.base import (Check, Experiment, ExperimentResult, register_experiment,
                                       run_seeds, summarise)
 from dlsched.workload.generators import SEED002_MODELS
 

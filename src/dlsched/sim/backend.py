@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from dlsched.cluster.state import ClusterState, Snapshot
 from dlsched.cluster.topology import Cluster

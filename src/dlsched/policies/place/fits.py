@@ -6,7 +6,6 @@ is up, and its GPU type is the one the job requires (if any).
 """
 from __future__ import annotations
 
-import numpy as np
 
 from dlsched.core.types import RESOURCES
 from dlsched.scheduler.framework import NodeMask, register

@@ -58,23 +58,19 @@ class ResourceAllocationScorer:
 
 assert NRES == len(DEFAULT_WEIGHTS)
 
-register_profile(ProfileSpec(
-    name="k8s-spread", source="seed 002 (load balancing)",
-    description="kube-scheduler load balancing: each worker on the least allocated node, one at a "
-                "time (a job may be partly placed and hold what it got)",
-    order="fifo", filters=("fits",), scores=(("resource_allocation", 1.0),), gang=False, blocking=False,
-    params={"resource_allocation": {"strategy": "least_allocated"}}))
+def _k8s_profile(name: str, source: str, description: str, strategy: str, gang: bool) -> None:
+    register_profile(ProfileSpec(
+        name=name, source=source, description=description, order="fifo", filters=("fits",),
+        scores=(("resource_allocation", 1.0),), gang=gang, blocking=False,
+        params={"resource_allocation": {"strategy": strategy}}))
 
-register_profile(ProfileSpec(
-    name="k8s-binpack", source="seed 002 (bin pack)",
-    description="kube-scheduler bin pack: each worker on the most allocated node that fits, one at "
-                "a time (a job may be partly placed and hold what it got)",
-    order="fifo", filters=("fits",), scores=(("resource_allocation", 1.0),), gang=False, blocking=False,
-    params={"resource_allocation": {"strategy": "most_allocated"}}))
 
-register_profile(ProfileSpec(
-    name="volcano-gang", source="seed 002 (Volcano gang)",
-    description="Volcano: all of a job's workers or none, bin packed; a job that does not fit "
-                "waits in the queue while later jobs may go",
-    order="fifo", filters=("fits",), scores=(("resource_allocation", 1.0),), gang=True, blocking=False,
-    params={"resource_allocation": {"strategy": "most_allocated"}}))
+_k8s_profile("k8s-spread", "seed 002 (load balancing)",
+             "kube-scheduler load balancing: each worker on the least allocated node, one at a time "
+             "(a job may be partly placed and hold what it got)", "least_allocated", gang=False)
+_k8s_profile("k8s-binpack", "seed 002 (bin pack)",
+             "kube-scheduler bin pack: each worker on the most allocated node that fits, one at a time "
+             "(a job may be partly placed and hold what it got)", "most_allocated", gang=False)
+_k8s_profile("volcano-gang", "seed 002 (Volcano gang)",
+             "Volcano: all of a job's workers or none, bin packed; a job that does not fit waits in "
+             "the queue while later jobs may go", "most_allocated", gang=True)
