@@ -67,6 +67,16 @@ class Cluster:
         return cap
 
     @cached_property
+    def inv_capacity(self) -> np.ndarray:
+        """(nodes x NRES) 1 / capacity, 0 where a node lacks the resource; column-major, so
+        scorers can work one resource column at a time."""
+        cap = self.capacity
+        inv = np.zeros_like(cap, order="F")
+        np.divide(1.0, cap, out=inv, where=cap > 0)
+        inv.setflags(write=False)
+        return inv
+
+    @cached_property
     def node_rack(self) -> np.ndarray:
         a = np.array([n.rack for n in self.nodes], dtype=np.int64)
         a.setflags(write=False)

@@ -165,6 +165,7 @@ class Scheduler:
         self._static = bool(getattr(profile.order, "static", False))
         self._first_fit = (len(profile.scorers) == 1 and getattr(profile.scorers[0][0], "first_fit", False))
         self._fit_cache: dict = {}
+        self._local_scores = all(getattr(sc, "node_local", False) for sc, _ in profile.scorers)
         self._dynamic = bool(getattr(profile.order, "dynamic", False))
         self._pre_actions = [a for a in profile.actions if hasattr(a, "before_place")]
         self._next_tick: float | None = None
@@ -330,12 +331,14 @@ class Scheduler:
         """Place the job's unplaced tasks one at a time, then commit (gang: all or nothing)."""
         txn = ctx.txn
         status = Status.success()
+        memo: dict = {}     # scores kept across the job's identical tasks (see choose_node)
         for task in rec.unplaced():
-            node, why = self.choose_node(ctx, rec.spec, task)
+            node, why = self.choose_node(ctx, rec.spec, task, memo)
             if node is None:
                 status = Status.unschedulable(why)
                 break
             txn.reserve(rec.job_id, task, node)
+            memo["last"] = node
         committed = self.commit(rec, ctx)
         return status if committed.ok and not status.ok else committed
 
@@ -348,7 +351,13 @@ class Scheduler:
                               gang=gang and rec.spec.is_gang,
                               resume=rec.state is JobState.SUSPENDED)
 
-    def choose_node(self, ctx: RoundContext, job: JobSpec, task: TaskSpec) -> tuple[int | None, str]:
+    def choose_node(self, ctx: RoundContext, job: JobSpec, task: TaskSpec,
+                    memo: dict | None = None) -> tuple[int | None, str]:
+        """The best node for the task, or (None, why). With `memo` (one per job in a round) and
+        only node-local scorers (a node's score depends on that node alone), the scores of the
+        previous identical task are reused and only the node it went to is re-scored: placing a
+        task changes nothing else, and free resources only shrink while a job is placed, so the
+        candidates can only shrink too."""
         free = ctx.txn.free
         ok = ctx.snap.up.copy()
         for f in self.profile.filters:
@@ -358,7 +367,22 @@ class Scheduler:
                 return None, m.reason or f"filter {f.name}"
         if self._first_fit:
             return int(np.argmax(ok)), ""   # the first node that fits (ok.any() holds here)
+        if memo is not None and self._local_scores and memo.get("demand") == task.demand:
+            full = memo["scores"]
+            n = memo["last"]
+            full[n] = self._combined(ctx, job, task, free, np.array([n]))[0] if ok[n] else -np.inf
+            masked = np.where(ok, full, -np.inf)
+            return int(np.argmax(masked)), ""
         cand = np.flatnonzero(ok)
+        total = self._combined(ctx, job, task, free, cand)
+        if memo is not None and self._local_scores:
+            full = np.full(len(ok), -np.inf)
+            full[cand] = total
+            memo["demand"], memo["scores"] = task.demand, full
+        return int(cand[int(np.argmax(total))]), ""
+
+    def _combined(self, ctx, job, task, free, cand) -> np.ndarray:
+        """Weighted sum of the profile's scorers over candidate nodes (each checked in [0, 1])."""
         total = np.zeros(len(cand))
         for scorer, w in self.profile.scorers:
             s = np.asarray(scorer.score(ctx, job, task, free, cand), dtype=np.float64)
@@ -366,7 +390,7 @@ class Scheduler:
                                       or np.isnan(s).any()):
                 raise AssertionError(f"scorer {scorer.name} returned scores outside [0, 1]: {s[:5]}")
             total += w * s
-        return int(cand[int(np.argmax(total))]), ""
+        return total
 
     # -- applying a plan's effects to the records ----------------------------------------------
     def _after_apply(self, plan: Plan, now: float) -> None:

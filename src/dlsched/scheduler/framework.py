@@ -15,7 +15,9 @@ The five extension points (one small Protocol each). A round calls them in this 
                  rejected at arrival instead of waiting forever.
     score     -> score(ctx, job, task, free, nodes): float array in [0, 1], one per candidate
                  node (higher is better). The framework checks the range, combines scorers by
-                 weight and picks the best node, ties to the lowest node id.
+                 weight and picks the best node, ties to the lowest node id. A scorer whose score
+                 for a node depends on that node's row alone sets `node_local = True`; then the
+                 framework re-scores only the node that changed between a job's identical tasks.
     action    -> act(ctx): whatever else the round does (preempt, backfill, pack, migrate...).
                  Runs after placement; may add decisions through ctx.txn. Must be idempotent
                  with respect to an unchanged snapshot (same input, same decisions).

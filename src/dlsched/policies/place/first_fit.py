@@ -11,6 +11,7 @@ from dlsched.scheduler.framework import register
 @register("score", "first_fit", source="seed 000")
 class FirstFitScorer:
     """Every fitting node scores 1; the lowest node id wins."""
+    node_local = True  # a node's score depends on that node alone
     first_fit = True  # lets the framework skip scoring: the first candidate wins
 
     def __init__(self) -> None:

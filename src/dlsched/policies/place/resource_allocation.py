@@ -23,6 +23,7 @@ DEFAULT_WEIGHTS = {"gpu": 1.0, "cpu": 1.0, "mem": 1.0, "disk": 0.0, "net": 0.0}
 @register("score", "resource_allocation", source="seed 002 (kube-scheduler NodeResourcesFit)")
 class ResourceAllocationScorer:
     """least_allocated (spread) or most_allocated (bin pack), per resource, weighted."""
+    node_local = True  # a node's score depends on that node alone
 
     def __init__(self, strategy: str | dict = "least_allocated", weights: dict | None = None):
         per = strategy if isinstance(strategy, dict) else {r: strategy for r in RESOURCES}
@@ -44,15 +45,27 @@ class ResourceAllocationScorer:
         # most[r] is True where resource r is bin-packed
         self.most = np.array([per.get(r, "least_allocated") == "most_allocated" for r in RESOURCES])
 
+    def _node_weights(self, cluster) -> np.ndarray:
+        """Per node, each resource's weight over the node's total weight (0 where it lacks it)."""
+        cache = self.__dict__.setdefault("_wcache", {})
+        w = cache.get(id(cluster))
+        if w is None:
+            w = np.where(cluster.capacity > 0, self.weights, 0.0)
+            total = w.sum(axis=1, keepdims=True)
+            w = np.asfortranarray(np.divide(w, total, out=np.zeros_like(w), where=total > 0))
+            cache.clear()
+            cache[id(cluster)] = w
+        return w
+
     def score(self, ctx, job, task, free, nodes) -> np.ndarray:
-        cap = ctx.snap.capacity[nodes]
-        has = cap > 0
-        safe = np.where(has, cap, 1.0)
-        after = (free[nodes] - np.asarray(task.demand)) / safe        # free fraction after placing
-        s = np.where(self.most, 1.0 - after, after)
-        w = np.where(has, self.weights, 0.0)
-        total = w.sum(axis=1)
-        out = np.where(total > 0, (np.clip(s, 0.0, 1.0) * w).sum(axis=1) / np.where(total > 0, total, 1.0), 0.0)
+        cluster = ctx.snap.cluster
+        inv = cluster.inv_capacity
+        w = self._node_weights(cluster)
+        out = np.zeros(len(nodes))
+        # One resource column at a time over the candidates (the round's free array is column-major).
+        for r in np.flatnonzero(self.weights):
+            after = np.clip((free[nodes, r] - task.demand[r]) * inv[nodes, r], 0.0, 1.0)
+            out += w[nodes, r] * (1.0 - after if self.most[r] else after)
         return out
 
 

@@ -23,19 +23,27 @@ from dlsched.scheduler.framework import ProfileSpec, register, register_profile
 @register("score", "tetris", source="seed 000; Grandl et al. SIGCOMM 2014")
 class TetrisScorer:
     """Cosine similarity of the task's demand and the node's free vector (both / node capacity)."""
+    node_local = True  # a node's score depends on that node alone
 
     def __init__(self) -> None:
         pass
 
     def score(self, ctx, job, task, free, nodes) -> np.ndarray:
-        cap = ctx.snap.capacity[nodes]
-        safe = np.where(cap > 0, cap, 1.0)
-        d = np.where(cap > 0, np.asarray(task.demand) / safe, 0.0)
-        f = np.where(cap > 0, np.clip(free[nodes], 0.0, None) / safe, 0.0)
-        dn = np.linalg.norm(d, axis=1)
-        fn = np.linalg.norm(f, axis=1)
+        inv = ctx.snap.cluster.inv_capacity
+        dot = np.zeros(len(nodes))
+        dd = np.zeros(len(nodes))
+        ff = np.zeros(len(nodes))
+        # Column by column (the round's free array is column-major); inv is 0 where a node lacks r.
+        for r in range(free.shape[1]):
+            ir = inv[nodes, r]
+            f = np.clip(free[nodes, r], 0.0, None) * ir
+            ff += f * f
+            if task.demand[r] > 0:
+                d = task.demand[r] * ir
+                dd += d * d
+                dot += d * f
         with np.errstate(invalid="ignore", divide="ignore"):
-            cos = np.einsum("ij,ij->i", d, f) / (dn * fn)
+            cos = dot / np.sqrt(dd * ff)
         return np.clip(np.nan_to_num(cos, nan=0.0), 0.0, 1.0)
 
 
