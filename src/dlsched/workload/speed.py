@@ -35,6 +35,11 @@ Jobs whose work is a duration from a trace (run time at the ideal placement) pro
 rate ideal_t / t: 1.0 when packed on one node without contention, less when spread or
 contended. Jobs with no known model progress at rate 1 whatever their placement: the model has
 nothing to go on.
+
+Measured speeds (SpeedParams.measured, default on): all-reduce jobs of the six Pollux
+applications on T4 GPUs take their iteration time from Pollux's measurements instead of the
+formula above (`dlsched.workload.measured`, which documents the semantics); their
+communication is inside the measured time, so they do not share links max-min.
 """
 from __future__ import annotations
 
@@ -43,6 +48,7 @@ import numpy as np
 
 from dlsched.cluster.topology import Cluster
 from dlsched.core.types import GPU, JobSpec, Role, TaskPlacement
+from dlsched.workload.measured import measured_iter_time, packed_placement, uses_measured
 from dlsched.workload.models import ModelProfile, get_model
 
 GBPS = 1e9 / 8.0  # bytes/s per Gbps
@@ -59,6 +65,8 @@ class SpeedParams:
     """Run-wide speed-model settings (overridable in a run's config)."""
     interference: dict = field(default_factory=lambda: dict(INTERFERENCE))
     overlap: float | None = None   # overrides every model's overlap when set
+    # Measured speeds for the Pollux applications (workload/measured.py); False: analytic model.
+    measured: bool = True
 
     def factor(self, model: str | None, other: str | None) -> float:
         m, o = model or "*", other or "*"
@@ -72,16 +80,21 @@ class SpeedParams:
 
 
 def load_speed_config(ref) -> SpeedParams:
-    """A --speed-config YAML: {overlap: 0.5, interference: [{model: vae, other: "*", factor: 0.9}]}."""
+    """A --speed-config YAML: {overlap: 0.5, measured: false,
+    interference: [{model: vae, other: "*", factor: 0.9}]}."""
     from dlsched.core.config import read_yaml
     from dlsched.core.errors import ConfigError
     file = str(ref)
     cfg = read_yaml(ref, "speed config") or {}
     if not isinstance(cfg, dict):
         raise ConfigError("speed", "must be a mapping", file=file)
-    unknown = set(cfg) - {"overlap", "interference"}
+    unknown = set(cfg) - {"overlap", "interference", "measured"}
     if unknown:
-        raise ConfigError(sorted(unknown)[0], "unknown key (allowed: overlap, interference)", file=file)
+        raise ConfigError(sorted(unknown)[0], "unknown key (allowed: overlap, interference, measured)",
+                          file=file)
+    measured = cfg.get("measured", True)   # measured Pollux speeds on/off (workload/measured.py)
+    if not isinstance(measured, bool):
+        raise ConfigError("measured", f"must be true or false, got {measured!r}", file=file)
     overlap = cfg.get("overlap")
     if overlap is not None and (isinstance(overlap, bool) or not isinstance(overlap, (int, float))
                                 or not 0 <= overlap <= 1):
@@ -102,7 +115,8 @@ def load_speed_config(ref) -> SpeedParams:
             if name != "*" and get_model(name) is None:
                 raise ConfigError(f"{path}.{key}", f"unknown model {name!r}", file=file)
         table[(str(e.get("model", "*")).lower(), str(e.get("other", "*")).lower())] = float(f)
-    return SpeedParams(interference=table, overlap=None if overlap is None else float(overlap))
+    return SpeedParams(interference=table, overlap=None if overlap is None else float(overlap),
+                       measured=measured)
 
 
 @dataclass
@@ -116,6 +130,7 @@ class JobComm:
     nic_bytes: float                    # bytes sent over NICs per iteration
     cross_rack_bytes: float             # bytes crossing rack uplinks per iteration
     iteration_based: bool               # work in iterations (True) or ideal seconds (False)
+    measured: bool = False              # compute_s is a measured iteration time (measured.py)
 
     def iter_time(self, shares: dict[int, float] | None) -> float:
         comm = self.local_comm_s
@@ -212,10 +227,40 @@ class SpeedModel:
                     for r in racks:
                         link_bytes[self.num_nodes + r] = vol
                     cross = vol * len(racks)
+        if self.params.measured:
+            # Measured speeds (workload/measured.py): the measured step time includes the
+            # all-reduce, so no link_bytes (no max-min sharing); nic_bytes / cross_rack_bytes
+            # above are kept for the traffic metrics.
+            prof = self._measured_profile(model, job, workers, tasks, nic_bytes, cross)
+            if prof is not None:
+                return prof
         ideal = self._ideal_iter_s(model, job, participants, compute, overlap, M)
         # A trace duration is the run time at the *submitted* size; a resized job's ideal stays that.
         return JobComm(compute, local, link_bytes, overlap, ideal, nic_bytes, cross,
                        iteration_based=job.iterations is not None)
+
+    def _measured_profile(self, model: ModelProfile, job: JobSpec, workers, tasks,
+                          nic_bytes: float, cross: float) -> JobComm | None:
+        """The measured-speed profile of a Pollux application's placement, or None when the
+        measurements do not apply (see measured.uses_measured)."""
+        per_node: dict[int, int] = {}     # node -> GPUs (replicas), in task order
+        for p in sorted(workers, key=lambda p: p.task):
+            g = max(int(round(tasks[p.task].demand[GPU])), 1)
+            per_node[p.node] = per_node.get(p.node, 0) + g
+        replicas = sum(per_node.values())
+        nodes = self.cluster.nodes
+        if not uses_measured(model.name, job.comm, (nodes[n].gpu_type for n in per_node), replicas):
+            return None
+        batch = job.batch_size or model.default_batch * replicas
+        t = measured_iter_time(model.name, tuple(per_node.values()), batch)
+        # Ideal (trace durations): the measured time packed on as few nodes as possible, at the
+        # submitted size.
+        n0 = max(int(round(sum(max(w.demand[GPU], 0.0) for w in job.tasks if w.role is Role.WORKER))),
+                 sum(1 for w in job.tasks if w.role is Role.WORKER), 1)
+        ideal = measured_iter_time(model.name, packed_placement(n0, self._gpus_per_node),
+                                   job.batch_size or model.default_batch * n0)
+        return JobComm(t, 0.0, {}, 0.0, ideal, nic_bytes, cross,
+                       iteration_based=job.iterations is not None, measured=True)
 
     def _ideal_iter_s(self, model: ModelProfile, job: JobSpec, n: int, compute: float,
                       overlap: float, M: float) -> float:
