@@ -1,0 +1,179 @@
+"""Priority preemption: the profile's order decides who holds the GPUs, running jobs included.
+
+Source: the preemption of Tiresias (Gu et al., "Tiresias: A GPU Cluster Manager for Distributed
+Deep Learning", NSDI 2019) as Pollux's simulator implements it (petuum/adaptdl,
+simulator/tiresias.py, `TiresiasPolicy.optimize`): every interval, walk the jobs of the
+highest-priority queue first; a job is marked RUNNING while its GPU count fits in what is left
+of the cluster's GPUs, PENDING otherwise, and a PENDING job that held GPUs loses them
+(preempted). This module is that walk for any order (Tiresias's queues, SRTF, ...):
+
+    jobs   = running DL jobs (ctx.running) + waiting jobs (ctx.queue), sorted ONCE by
+             profile.order.key(job, ctx) + (submit_time_s, job_id)       (waiting jobs: the key
+             the round already computed)
+    left   = GPUs of the nodes that are up - GPUs held by everything that is not a candidate
+             (bags of tasks, partly placed jobs, jobs placed earlier in this round, protected jobs)
+    for job in jobs:  need = GPUs of all its (unplaced) tasks - a gang gets all or nothing
+        need <= left : chosen, left -= need
+        otherwise    : not chosen; a running job that is not chosen is suspended
+                       (ctx.txn.release(job_id, placements, demands))
+
+The chosen waiting jobs are then placed by the round's ordinary placement loop (this action
+places nothing); like Pollux's walk, a waiting job that does not fit does not block later ones.
+
+Choices beyond Pollux's walk, each documented where it is made:
+- `min_run_s` (anti-thrash): a running job that started (launch, resume, migration) less than
+  min_run_s ago is never preempted; its GPUs are taken before the walk. Default 0: Pollux's
+  Tiresias has no such guard.
+- Feasibility: Pollux counts GPUs only (its nodes are identical and its jobs are replicas of one
+  GPU). Here tasks may need several GPUs, CPU or memory, so counting alone may suspend a job for
+  a waiting one that then does not fit anywhere (and the victim would come back next round: a
+  thrash every round). When the walk would suspend anybody, the chosen waiting jobs are first
+  placed on a scratch copy of the free resources (victims released; the profile's filters, first
+  node that passes); a chosen job that fails there is left out and the walk is redone. So a job is
+  suspended only when the jobs it makes room for can be placed.
+- Only DL jobs are preempted (a DL job keeps its progress across a suspension: a checkpoint).
+  Bags of independent tasks neither preempt nor are preempted: suspending one would lose the
+  progress of its running tasks.
+- A resumed job pays the backend's restart delay (Pollux: 30 s `rescale_time`, dlsched's
+  SimBackend default restart_delay_s = 30).
+
+Cost per round: a pass over the waiting jobs; then, only when their GPUs exceed the free ones
+and some running job may be preempted (otherwise the walk cannot suspend anybody), one key per
+running job and one sort of (running + waiting) jobs; the scratch placement only in rounds
+that would suspend somebody.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dlsched.core.types import GPU, Launch, Migrate, Resize, Resume
+from dlsched.scheduler.framework import register
+
+_EPS = 1e-9
+
+
+@register("action", "preempt",
+          source="Gu et al., NSDI 2019 (Tiresias); petuum/adaptdl simulator/tiresias.py (Pollux)")
+class Preempt:
+    """Priority preemption: running jobs that the order does not give GPUs to are suspended."""
+
+    def __init__(self, min_run_s: float = 0.0, enabled: bool = True) -> None:
+        if min_run_s < 0:
+            raise ValueError(f"min_run_s must be >= 0, got {min_run_s}")
+        self.min_run_s = float(min_run_s)
+        self.enabled = bool(enabled)
+        self._started: dict[str, float] = {}   # job -> time of its last launch / resume / move
+
+    # -- after placement: remember when jobs (re)start ---------------------------------------
+    def act(self, ctx) -> None:
+        """Record the start time of every job this round launches, resumes, migrates or
+        resizes (the plan is applied at ctx.now); forget jobs that no longer run."""
+        decisions = ctx.txn.plan.decisions
+        for d in decisions:
+            if isinstance(d, (Launch, Resume, Migrate, Resize)):
+                self._started[d.job_id] = ctx.now
+        if len(self._started) > 2 * len(ctx.scheduler.running) + 64:
+            keep = set(ctx.scheduler.running) | {d.job_id for d in decisions}
+            self._started = {j: t for j, t in self._started.items() if j in keep}
+
+    # -- before placement: decide who is suspended ---------------------------------------------
+    def before_place(self, ctx) -> None:
+        if not self.enabled:
+            return
+        txn = ctx.txn
+        waiting = []   # (record, GPUs it needs)
+        for rec in ctx.queue:
+            if rec.spec.kind != "dl" or rec.job_id in txn.decided or rec.job_id in txn.released:
+                continue
+            need = float(sum(t.demand[GPU] for t in rec.unplaced()))
+            if need > _EPS:   # a job that needs no GPU competes with nobody here
+                waiting.append((rec, need))
+        if not waiting:
+            return
+        up = ctx.snap.up
+        free = float(np.clip(txn.free[up, GPU], 0.0, None).sum())
+        if sum(need for _, need in waiting) <= free + _EPS:
+            return   # every waiting job's GPUs are free already: the walk would suspend nobody
+        candidates = []
+        for rec in ctx.running:
+            if (rec.spec.kind != "dl" or rec.job_id in txn.released or rec.job_id in txn.decided
+                    or not rec.placed or rec.unplaced()):
+                continue   # not a whole running DL job: its GPUs are fixed
+            held = rec.held_gpus()
+            if held <= _EPS:
+                continue
+            if self.min_run_s > 0:
+                since = self._started.get(rec.job_id, rec.first_start_s)
+                if since is not None and ctx.now - since < self.min_run_s:
+                    continue   # anti-thrash: keeps its GPUs (fixed, like the others)
+            candidates.append((rec, held))
+        if not candidates:
+            return   # nobody can be preempted
+        cap = float(ctx.snap.capacity[up, GPU].sum())
+        # What the walk may hand out: the free GPUs plus those the candidates hold (everything
+        # else - bags of tasks, partial holds, protected jobs - keeps what it has).
+        avail = min(cap, free + sum(held for _, held in candidates))
+        key = ctx.scheduler.profile.order.key
+        items = [((*key(rec, ctx), rec.submit_time_s, rec.job_id), rec, held, True) for rec, held in candidates]
+        items += [(rec.key, rec, need, False) for rec, need in waiting]
+        items.sort(key=lambda it: it[0])
+
+        excluded: set[str] = set()
+        while True:
+            victims, chosen = _walk(items, avail, excluded)
+            if not victims:
+                return
+            bad = _infeasible(ctx, victims, chosen)
+            if not bad:
+                break
+            excluded |= bad   # those cannot use the room: do not suspend anybody for them
+        for rec in victims:
+            placements = list(rec.placed.values())
+            txn.release(rec.job_id, placements, [rec.tasks[tp.task].demand for tp in placements])
+
+
+def _walk(items, avail: float, excluded: set[str]):
+    """Pollux's walk: in order, each job gets all the GPUs it needs while they last."""
+    left = avail
+    victims, chosen = [], []
+    for _, rec, need, running in items:
+        if rec.job_id in excluded:
+            continue
+        if need <= left + _EPS:
+            left -= need
+            if not running:
+                chosen.append(rec)
+        elif running:
+            victims.append(rec)
+    return victims, chosen
+
+
+def _infeasible(ctx, victims, chosen) -> set[str]:
+    """Chosen waiting jobs that do not fit even with the victims suspended: placed in order on a
+    scratch copy of the round's free resources (first node the profile's filters accept)."""
+    free = np.array(ctx.txn.free, dtype=np.float64, order="F")
+    for rec in victims:
+        for tp in rec.placed.values():
+            free[tp.node] += rec.tasks[tp.task].vector
+    filters = ctx.scheduler.profile.filters
+    up = ctx.snap.up
+    bad = set()
+    for rec in chosen:
+        taken = []
+        for task in rec.unplaced():
+            ok = up.copy()
+            for f in filters:
+                ok &= f.filter(ctx, rec.spec, task, free).ok
+                if not ok.any():
+                    break
+            if not ok.any():
+                break
+            node = int(np.argmax(ok))
+            free[node] -= task.vector
+            taken.append((node, task.vector))
+        else:
+            continue
+        for node, v in taken:   # give back the partial attempt
+            free[node] += v
+        bad.add(rec.job_id)
+    return bad

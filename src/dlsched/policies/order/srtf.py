@@ -1,0 +1,119 @@
+"""Shortest remaining time first (SRTF), preemptive with the `preempt` action.
+
+Source: the size-aware baselines of Gu et al., "Tiresias: A GPU Cluster Manager for Distributed
+Deep Learning", NSDI 2019 (section 6: SRTF and its two-dimensional form SRSF, smallest
+remaining service first), which - unlike Tiresias - know every job's size in advance. So do
+these orders: they are ORACLES of job size, an upper reference for size-unaware policies
+(Tiresias, LAS), not something a real cluster manager can run.
+
+Total work of a job, in GPU-seconds (JobSpec fields only, never the backend's progress):
+
+    duration_s known    : W = duration_s x G                      (a trace's run time, ideal
+                                                                   placement)
+    iterations + model  : W = iterations x t_iso x G              t_iso = SpeedModel(cluster)
+                                                                   .isolated_iter_time on a
+                                                                   packed placement (cached per job)
+    iterations, no model: W = iterations x G                      (one second per iteration:
+                                                                   nothing better to go on)
+    bag of tasks        : W = sum over tasks of duration_s x GPUs of the task
+
+with G = the job's GPUs. The scheduler does not know how far a job has got, so the remaining
+work is estimated from the service it has received (JobRecord.attained, GPU-seconds, restart
+delays included):
+
+    R = max(W - attained(now), 0)
+    key(job) = (R,)                  gpu_weighted = True (default): remaining GPU-service, the
+                                     Tiresias paper's SRSF ("SRTF" weighted by GPUs)
+    key(job) = (R / max(G, 1),)      gpu_weighted = False: remaining time
+
+The framework appends (submit_time_s, job_id). A packed placement puts the workers on the nodes
+with the most GPUs first (of the job's GPU type, if it asks for one), filling each node before the
+next, parameter servers on the first node: what a trace's duration means by "ideal".
+"""
+from __future__ import annotations
+
+from dlsched.core.types import GPU, Role, TaskPlacement
+from dlsched.scheduler.framework import ProfileSpec, register, register_profile
+from dlsched.workload.models import get_model
+from dlsched.workload.speed import SpeedModel
+
+
+class WorkEstimate:
+    """Total work of a job in GPU-seconds from its JobSpec (cached per job)."""
+
+    def __init__(self) -> None:
+        self._cluster = None
+        self._speed: SpeedModel | None = None
+        self._work: dict[str, float] = {}
+
+    def total(self, rec, cluster) -> float:
+        w = self._work.get(rec.job_id)
+        if w is None:
+            w = self._work[rec.job_id] = self.estimate(rec.spec, cluster)
+        return w
+
+    def estimate(self, spec, cluster) -> float:
+        if spec.kind == "tasks":
+            return float(sum((t.duration_s or 0.0) * t.demand[GPU] for t in spec.tasks))
+        gpus = spec.gpus
+        if spec.duration_s is not None:
+            return float(spec.duration_s) * gpus
+        if spec.iterations is None:
+            return 0.0
+        iter_s = 1.0
+        if get_model(spec.model) is not None and cluster is not None:
+            placements = packed_placement(spec, cluster)
+            if placements is not None:
+                if self._cluster is not cluster:
+                    self._cluster, self._speed = cluster, SpeedModel(cluster)
+                iter_s = self._speed.isolated_iter_time(spec, placements)
+        return float(spec.iterations) * iter_s * gpus
+
+
+def packed_placement(spec, cluster) -> tuple[TaskPlacement, ...] | None:
+    """The job's workers on as few nodes as possible (most GPUs first, lowest id among equals),
+    parameter servers and GPU-less workers on the first node used; None when it cannot fit."""
+    nodes = [n for n in cluster.nodes if spec.gpu_type is None or n.gpu_type == spec.gpu_type]
+    if not nodes:
+        return None
+    nodes.sort(key=lambda n: (-n.gpus, n.node_id))
+    out = []
+    i, used = 0, 0          # node index, GPUs used on it
+    for t in spec.tasks:
+        g = int(round(t.demand[GPU]))
+        if t.role is Role.PS or g <= 0:
+            out.append(TaskPlacement(t.index, nodes[0].node_id, ()))
+            continue
+        while i < len(nodes) and nodes[i].gpus - used < g:
+            i, used = i + 1, 0
+        if i == len(nodes):
+            return None
+        out.append(TaskPlacement(t.index, nodes[i].node_id, tuple(range(used, used + g))))
+        used += g
+    return tuple(out)
+
+
+@register("order", "srtf", source="Gu et al., NSDI 2019 (Tiresias's SRTF / SRSF baselines; size oracle)")
+class SrtfOrder:
+    """Shortest remaining time first (job sizes known: an oracle): remaining = total work - attained service."""
+    static = False   # remaining work shrinks while a job runs
+
+    def __init__(self, gpu_weighted: bool = True) -> None:
+        self.gpu_weighted = bool(gpu_weighted)
+        self.work = WorkEstimate()
+
+    def key(self, job, ctx) -> tuple:
+        cluster = ctx.cluster if ctx is not None else None
+        now = ctx.now if ctx is not None else 0.0
+        rem = max(self.work.total(job, cluster) - job.attained(now), 0.0)
+        if not self.gpu_weighted:
+            rem /= max(job.spec.gpus, 1.0)
+        return (rem,)
+
+
+register_profile(ProfileSpec(
+    name="srtf", source="Gu et al., NSDI 2019 (SRTF / SRSF baseline; knows job sizes)",
+    description="Shortest remaining GPU-service first (an oracle of job size), preemptive every "
+                "60 s; gang, first fit; a job that does not fit does not block the others",
+    order="srtf", filters=("fits",), scores=(("first_fit", 1.0),), actions=("preempt",),
+    gang=True, blocking=False, round_s=60.0))

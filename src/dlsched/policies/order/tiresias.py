@@ -1,0 +1,165 @@
+"""Tiresias's discretised two-dimensional least-attained-service order (2D-LAS).
+
+Source: Gu et al., "Tiresias: A GPU Cluster Manager for Distributed Deep Learning", NSDI 2019,
+section 4 (Discretized 2D-LAS), and the Tiresias baseline of Pollux's simulator (petuum/adaptdl,
+simulator/tiresias.py, `TiresiasPolicy`), whose behaviour this module mirrors.
+
+Attained service is two-dimensional: GPUs x time, in GPU-seconds (JobRecord.attained(now):
+what the job has held so far, restart delays included, as in Pollux where `executed_time` runs
+while the job is RUNNING). K queues with thresholds Q_1 < ... < Q_{K-1}:
+
+    service(job) = attained(now) - base(job)           base: service at its last promotion (0)
+    queue(job)   = #{ i : service(job) >= Q_i }        0 = highest priority
+    key(job)     = (queue(job),)                       the framework appends (submit_time_s,
+                                                       job_id): FIFO inside a queue
+
+A job is demoted when its service crosses its queue's threshold (`>=`, as Pollux's
+`gputime >= self._queue_threshold`); keys are evaluated every round, so with the profile's
+round_s = 60 a demotion takes effect at the next round, at most 60 s after the crossing (Pollux's
+simulator checks every 60 s interval).
+Preemption (a demoted running job yielding its GPUs to higher queues) is the `preempt` action
+of the profile; this module only orders.
+
+Defaults and where they come from:
+- thresholds = [57600.0] GPU-seconds (3600 x 16 = 16 GPU-hours): two queues, Pollux's
+  `self._queue_threshold = 3600 * 16` with `_queue_0` / `_queue_1`.
+- starve_factor = 0.0 (no starvation guard): Pollux's `self._solve_starvation = 0`, which turns
+  the guard off. The Tiresias paper's guard (STARVELIMIT) is enabled by any factor > 0
+  (e.g. 2.0).
+
+Starvation guard (starve_factor > 0): a waiting job that has run before is promoted to queue 0
+when the time it has waited since it was last preempted is at least starve_factor x the length
+of its last run (the paper: "waiting time ... exceeds STARVELIMIT x its last execution time").
+Promotion resets its service (base = attained now), so it stays in queue 0 until it has
+received another Q_1 of service there - as Pollux's promotion resets `_executed_time` to 0.
+Jobs that never ran are in queue 0 anyway. Differences from Pollux's guard, which follows the
+same rule with cumulative counters: Pollux compares all pending time since the job first ran
+(`_last_pending_time`, never reset except at promotion) with all execution time since the last
+promotion; we use the paper's "since it was last preempted" and "last execution".
+
+Profile `tiresias`: this order + fits + first fit + the `preempt` action, gang, not blocking
+(Pollux's walk skips a job that does not fit), a round every 60 s (Pollux's `--interval 60`).
+Placement: Pollux puts a job's replicas on the nodes with the most free GPUs (consolidation).
+Neither per-task scorer reproduces that; first fit keeps jobs on fewer nodes than bin packing
+(resource_allocation most_allocated fills the fullest nodes' last GPUs first): on pollux-6,
+2.9 vs 3.4 nodes per placement (a packed placement would need 2.1 on average), so first fit.
+
+Other differences from Pollux's simulator, outside this order: Pollux keeps its queues as lists
+in order of entry (a demoted job goes to the back of queue 1), we order a queue by submission
+(the paper's FIFO); Pollux schedules only every 60 s, dlsched also runs a round at every arrival
+and finish (a new job may start at once instead of at the next interval); Pollux charges its
+30 s restart (`rescale_time = 30`) on the first start too, dlsched only on a resume.
+
+Per-job state (when the job last started, when it last stopped, the length of its last run, its
+promotion base) is kept here, keyed by job_id, and updated from what the order observes: at
+the first key() call of a round it folds in the previous round's plan (a Launch or Resume
+starts a run at that round's time, a Suspend ends it) - the plan was applied at that time. A
+job found waiting although it was last seen starting (stopped by a node failure, not by the
+plan) ends its run at the time it is first seen waiting. Entries of finished jobs are dropped.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from dlsched.core.types import Launch, Migrate, Resize, Resume, Suspend
+from dlsched.scheduler.core import JobState
+from dlsched.scheduler.framework import ProfileSpec, register, register_profile
+
+#: Pollux's simulator/tiresias.py: `self._queue_threshold = 3600 * 16` (GPU-seconds).
+POLLUX_THRESHOLDS = (3600.0 * 16,)
+#: Pollux's simulator/tiresias.py: `self._solve_starvation = 0` (guard off).
+POLLUX_STARVE_FACTOR = 0.0
+
+
+@dataclass(slots=True)
+class _JobState:
+    run_start: float | None = None     # start of the current run (None while waiting)
+    wait_since: float | None = None    # arrival, or end of its last run
+    last_run_s: float = 0.0            # length of its last run
+    base: float = 0.0                  # service at its last promotion
+
+
+@register("order", "tiresias", source="Gu et al., NSDI 2019 (Tiresias); petuum/adaptdl simulator/tiresias.py")
+class TiresiasOrder:
+    """Discretised 2D-LAS: queue by attained GPU-seconds, FIFO inside a queue, starvation promotion."""
+    static = False   # attained service grows while a job runs
+
+    def __init__(self, thresholds: list = list(POLLUX_THRESHOLDS),
+                 starve_factor: float = POLLUX_STARVE_FACTOR) -> None:
+        ths = []
+        for x in thresholds:
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                raise ValueError(f"thresholds: numbers of GPU-seconds expected, got {x!r}")
+            ths.append(float(x))
+        if any(x <= 0 for x in ths) or any(b <= a for a, b in zip(ths, ths[1:])):
+            raise ValueError(f"thresholds must be positive and increasing, got {list(thresholds)}")
+        if starve_factor < 0:
+            raise ValueError(f"starve_factor must be >= 0 (0: no starvation guard), got {starve_factor}")
+        self.thresholds = tuple(ths)
+        self.starve_factor = float(starve_factor)
+        self._state: dict[str, _JobState] = {}
+        self._txn = None          # the round last seen (its Transaction identifies it)
+        self._t = 0.0             # ... and its time
+        self.promotions: dict[str, int] = {}   # job -> times promoted by the starvation guard
+
+    def queue_of(self, service: float) -> int:
+        """Queue index of a job that has received `service` GPU-seconds since its last promotion."""
+        return bisect.bisect_right(self.thresholds, service)
+
+    def key(self, job, ctx) -> tuple:
+        if ctx is None:   # only static orders are keyed without a round
+            return (0,)
+        self._sync(ctx)
+        st = self._state.get(job.job_id)
+        if st is None:
+            st = self._state[job.job_id] = _JobState(wait_since=job.submit_time_s)
+        now = ctx.now
+        waiting = job.job_id not in ctx.scheduler.running
+        if waiting and st.run_start is not None:
+            # Stopped without a Suspend of ours (a node failed): its run ended by now.
+            st.last_run_s = max(now - st.run_start, 0.0)
+            st.run_start, st.wait_since = None, now
+        elif not waiting and st.run_start is None:
+            st.run_start, st.wait_since = now, None   # started outside a plan we saw
+        attained = job.attained(now)
+        if (waiting and self.starve_factor > 0 and st.last_run_s > 0 and st.wait_since is not None
+                and now - st.wait_since >= self.starve_factor * st.last_run_s
+                and self.queue_of(attained - st.base) > 0):
+            st.base = attained                     # promoted to queue 0, service reset
+            self.promotions[job.job_id] = self.promotions.get(job.job_id, 0) + 1
+        return (self.queue_of(attained - st.base),)
+
+    # -- observed state ---------------------------------------------------------------------------
+    def _sync(self, ctx) -> None:
+        """At the first call of a round: fold in the previous round's decisions."""
+        if ctx.txn is self._txn:
+            return
+        prev, t = self._txn, self._t
+        self._txn, self._t = ctx.txn, ctx.now
+        if prev is not None:
+            state = self._state
+            for d in prev.plan.decisions:
+                st = state.get(d.job_id)
+                if isinstance(d, (Launch, Resume)):
+                    if st is None:
+                        st = state[d.job_id] = _JobState()
+                    if st.run_start is None:
+                        st.run_start, st.wait_since = t, None
+                elif isinstance(d, Suspend) and st is not None and st.run_start is not None:
+                    st.last_run_s = max(t - st.run_start, 0.0)
+                    st.run_start, st.wait_since = None, t
+                elif isinstance(d, (Migrate, Resize)):
+                    pass   # still running
+        if len(self._state) > 2 * (len(ctx.scheduler.running) + len(ctx.scheduler.queue)) + 64:
+            live = ctx.jobs
+            self._state = {j: s for j, s in self._state.items()
+                           if j in live and live[j].state not in (JobState.DONE, JobState.REJECTED)}
+
+
+register_profile(ProfileSpec(
+    name="tiresias", source="Gu et al., NSDI 2019 (Tiresias); Pollux's Tiresias baseline (petuum/adaptdl)",
+    description="Tiresias discretised 2D-LAS: queues by attained GPU-seconds (Pollux's threshold: "
+                "16 GPU-hours), FIFO in a queue, lower queues preempted every 60 s; gang, first fit",
+    order="tiresias", filters=("fits",), scores=(("first_fit", 1.0),), actions=("preempt",),
+    gang=True, blocking=False, round_s=60.0))
