@@ -247,6 +247,21 @@ def test_min_run_s_prevents_thrashing():
     assert thrash.summary["unfinished"] == calm.summary["unfinished"] == 0
 
 
+def test_min_run_s_above_the_restart_delay_keeps_the_starvation_guard_making_progress():
+    # Thresholds 100 / 1000 GPU-s, starve_factor 2, restart delay 300 s: a resumed 4-GPU job
+    # crosses a threshold while it restores and the guard promotes the other one back, so runs
+    # would end before any training (a livelock, see tiresias.py). With min_run_s = 400 > 300
+    # every run trains for at least 100 s and both jobs finish.
+    jobs = [job("A", 0, 4, 1000.0), job("B", 10, 4, 1000.0)]
+    res = dlsched.simulate(cluster(), jobs, "tiresias", restart_delay_s=300.0,
+                           policy_config=config("tiresias", tiresias={"thresholds": [100.0, 1000.0],
+                                                                      "starve_factor": 2.0},
+                                                preempt={"min_run_s": 400.0}))
+    assert res.summary["finished"] == 2 and res.summary["preemptions"] >= 2
+    for jid in ("A", "B"):
+        assert all(stop - take >= 400.0 - 1e-9 for take, stop in runs(res, jid) if stop is not None)
+
+
 def test_no_job_is_suspended_for_a_job_that_cannot_use_the_room():
     # Node 0: 2 V100, node 1: 2 T4. Q (2 GPUs, 1000 s) takes node 0, R (2 GPUs, 5000 s) node 1.
     # W (2 GPUs, must be V100, 2000 s) arrives at 10. SRTF by GPU count would keep Q and W and

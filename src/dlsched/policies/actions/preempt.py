@@ -23,7 +23,9 @@ places nothing); like Pollux's walk, a waiting job that does not fit does not bl
 Choices beyond Pollux's walk, each documented where it is made:
 - `min_run_s` (anti-thrash): a running job that started (launch, resume, migration) less than
   min_run_s ago is never preempted; its GPUs are taken before the walk. Default 0: Pollux's
-  Tiresias has no such guard.
+  Tiresias has no such guard. Above the backend's restart delay it guarantees that every run
+  trains for a while (a resumed job holds its GPUs without progress while it restores); orders
+  that can promote a job back (Tiresias's starvation guard) need that to make progress.
 - Feasibility: Pollux counts GPUs only (its nodes are identical and its jobs are replicas of one
   GPU). Here tasks may need several GPUs, CPU or memory, so counting alone may suspend a job for
   a waiting one that then does not fit anywhere (and the victim would come back next round: a

@@ -1,7 +1,7 @@
 """Shortest job first (SJF), non-preemptive.
 
 Source: the size-aware baselines of Gu et al., "Tiresias: A GPU Cluster Manager for Distributed
-Deep Learning", NSDI 2019 (section 6), which know every job's size in advance: like `srtf`, an
+Deep Learning", NSDI 2019 (its evaluation), which know every job's size in advance: like `srtf`, an
 ORACLE of job size, not something a real cluster manager can run.
 
     key(job) = (W,)                  gpu_weighted = True (default): total GPU-service

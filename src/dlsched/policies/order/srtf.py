@@ -1,7 +1,7 @@
 """Shortest remaining time first (SRTF), preemptive with the `preempt` action.
 
 Source: the size-aware baselines of Gu et al., "Tiresias: A GPU Cluster Manager for Distributed
-Deep Learning", NSDI 2019 (section 6: SRTF and its two-dimensional form SRSF, smallest
+Deep Learning", NSDI 2019 (its evaluation: SRTF and the two-dimensional SRSF, smallest
 remaining service first), which - unlike Tiresias - know every job's size in advance. So do
 these orders: they are ORACLES of job size, an upper reference for size-unaware policies
 (Tiresias, LAS), not something a real cluster manager can run.

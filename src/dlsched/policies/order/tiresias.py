@@ -1,7 +1,7 @@
 """Tiresias's discretised two-dimensional least-attained-service order (2D-LAS).
 
-Source: Gu et al., "Tiresias: A GPU Cluster Manager for Distributed Deep Learning", NSDI 2019,
-section 4 (Discretized 2D-LAS), and the Tiresias baseline of Pollux's simulator (petuum/adaptdl,
+Source: Gu et al., "Tiresias: A GPU Cluster Manager for Distributed Deep Learning", NSDI 2019
+(its Discretized 2D-LAS scheduler), and the Tiresias baseline of Pollux's simulator (petuum/adaptdl,
 simulator/tiresias.py, `TiresiasPolicy`), whose behaviour this module mirrors.
 
 Attained service is two-dimensional: GPUs x time, in GPU-seconds (JobRecord.attained(now):
@@ -36,6 +36,11 @@ Jobs that never ran are in queue 0 anyway. Differences from Pollux's guard, whic
 same rule with cumulative counters: Pollux compares all pending time since the job first ran
 (`_last_pending_time`, never reset except at promotion) with all execution time since the last
 promotion; we use the paper's "since it was last preempted" and "last execution".
+Progress: without the guard every job finishes (queues are finite: jobs that keep being
+preempted sink to the last queue, which is FIFO). With the guard, runs can be cut shorter than
+the backend's restart delay (a resumed job attains service while it restores, so with small
+thresholds it is demoted and preempted before it trains at all, then promoted back again): set
+the `preempt` action's min_run_s above the restart delay, so that every run makes progress.
 
 Profile `tiresias`: this order + fits + first fit + the `preempt` action, gang, not blocking
 (Pollux's walk skips a job that does not fit), a round every 60 s (Pollux's `--interval 60`).
