@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from results import update_results
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
@@ -72,17 +74,7 @@ def main() -> None:
                      f"{d['load_s']:.2f} | {d['wall_s']:.2f} | {d['rss_mb']:.0f} | {d['mean_jct_s']:,.1f} |")
     stamp = (f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs, Python {platform.python_version()}, "
              f"with `python benchmarks/bench_sim.py --policy {args.policy}`.")
-    block = "\n".join([f"<!-- BENCH:{args.policy} -->", stamp, "", *table, f"<!-- /BENCH:{args.policy} -->"])
-    res_file = HERE / "RESULTS.md"
-    text = res_file.read_text() if res_file.exists() else "# Benchmark results\n"
-    start, end = f"<!-- BENCH:{args.policy} -->", f"<!-- /BENCH:{args.policy} -->"
-    if start in text and end in text:
-        text = text[:text.index(start)] + block + text[text.index(end) + len(end):]
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    tmp = res_file.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(res_file)
+    res_file = update_results(args.policy, [stamp, "", *table])
     print(f"updated {res_file}")
 
 

@@ -14,24 +14,16 @@ received, and the profile has no preemption: a job runs to completion once start
 """
 from __future__ import annotations
 
-from dlsched.policies.order.srtf import WorkEstimate
+from dlsched.policies.order.srtf import SizeOrder
 from dlsched.scheduler.framework import ProfileSpec, register, register_profile
 
 
 @register("order", "sjf", source="Gu et al., NSDI 2019 (SJF baseline; size oracle)")
-class SjfOrder:
+class SjfOrder(SizeOrder):
     """Shortest job first by total work (job sizes known: an oracle); never preempts."""
-    static = False   # the key needs the round's cluster (the speed model), so it is keyed per round
-
-    def __init__(self, gpu_weighted: bool = True) -> None:
-        self.gpu_weighted = bool(gpu_weighted)
-        self.work = WorkEstimate()
 
     def key(self, job, ctx) -> tuple:
-        w = self.work.total(job, ctx.cluster if ctx is not None else None)
-        if not self.gpu_weighted:
-            w /= max(job.spec.gpus, 1.0)
-        return (w,)
+        return self.scaled(job, self.work.total(job, ctx.cluster if ctx is not None else None))
 
 
 register_profile(ProfileSpec(

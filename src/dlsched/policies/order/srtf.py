@@ -93,22 +93,27 @@ def packed_placement(spec, cluster) -> tuple[TaskPlacement, ...] | None:
     return tuple(out)
 
 
-@register("order", "srtf", source="Gu et al., NSDI 2019 (Tiresias's SRTF / SRSF baselines; size oracle)")
-class SrtfOrder:
-    """Shortest remaining time first (job sizes known: an oracle): remaining = total work - attained service."""
-    static = False   # remaining work shrinks while a job runs
+class SizeOrder:
+    """What SRTF and SJF share: the work estimate and the GPU-seconds / run-time choice."""
+    static = False   # keys need the round's cluster (the speed model)
 
     def __init__(self, gpu_weighted: bool = True) -> None:
         self.gpu_weighted = bool(gpu_weighted)
         self.work = WorkEstimate()
 
+    def scaled(self, job, gpu_seconds: float) -> tuple:
+        """The key: GPU-seconds, or run time (GPU-seconds / GPUs) when not gpu_weighted."""
+        return (gpu_seconds if self.gpu_weighted else gpu_seconds / max(job.spec.gpus, 1.0),)
+
+
+@register("order", "srtf", source="Gu et al., NSDI 2019 (Tiresias's SRTF / SRSF baselines; size oracle)")
+class SrtfOrder(SizeOrder):
+    """Shortest remaining time first (job sizes known: an oracle): remaining = total work - attained service."""
+
     def key(self, job, ctx) -> tuple:
         cluster = ctx.cluster if ctx is not None else None
         now = ctx.now if ctx is not None else 0.0
-        rem = max(self.work.total(job, cluster) - job.attained(now), 0.0)
-        if not self.gpu_weighted:
-            rem /= max(job.spec.gpus, 1.0)
-        return (rem,)
+        return self.scaled(job, max(self.work.total(job, cluster) - job.attained(now), 0.0))
 
 
 register_profile(ProfileSpec(
