@@ -47,7 +47,8 @@ def load_policy_config(ref: str | Path | dict | None) -> dict:
 def simulate(cluster: str | Path | Cluster, workload: str | Path | list[JobSpec], policy: str = "fifo", *,
              seed: int = 0, policy_config: str | Path | dict | None = None, restart_delay_s: float = 30.0,
              speed: SpeedParams | None = None, node_events=(), workload_format: str | None = None,
-             progress: Callable[[float, int], None] | None = None, record_rates: bool = True) -> SimResult:
+             progress: Callable[[float, int], None] | None = None, record_rates: bool = True,
+             start_delay_s: float = 0.0) -> SimResult:
     """Run `policy` on `workload` over `cluster` and return its metrics.
 
     cluster: a preset name or YAML path; workload: a file (any supported format), a generator
@@ -61,7 +62,7 @@ def simulate(cluster: str | Path | Cluster, workload: str | Path | list[JobSpec]
     settings = load_policy_config(policy_config).get(policy, {})
     profile = build_profile(policy, settings)
     backend = SimBackend(cl, jobs, speed=speed, restart_delay_s=restart_delay_s, node_events=node_events,
-                         record_rates=record_rates)
+                         record_rates=record_rates, start_delay_s=start_delay_s)
     sched = Scheduler(profile, seed=seed)
     sched.run(backend, progress=progress)
     return build_result(sched, backend, policy=policy, cluster_name=cl.name, workload_name=wname)

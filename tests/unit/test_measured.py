@@ -10,8 +10,9 @@ import dlsched
 from dlsched.cluster import load_cluster
 from dlsched.core.errors import DlschedError
 from dlsched.core.types import TaskPlacement
-from dlsched.workload.measured import (POLLUX_APPS, accumulation, app_profile, measured_iter_time,
-                                       measured_throughput, normalize_placement, packed_placement)
+from dlsched.workload.measured import (POLLUX_APPS, accumulation, app_profile, batch_plan,
+                                       measured_iter_time, measured_throughput, normalize_placement,
+                                       packed_placement, trained_batch)
 from dlsched.workload.schema import job_from_row
 from dlsched.workload.speed import SpeedModel, SpeedParams, load_speed_config
 
@@ -43,8 +44,9 @@ def test_exact_rows_of_placements_csv():
         max_local = app_profile(app).max_local_bsz
         for placement, bsz, step, sync in _rows(app)[::7]:
             assert measured_throughput(app, placement, bsz) == (step, sync)
-            if bsz <= max_local:   # no accumulation: the iteration is one measured step
-                assert measured_iter_time(app, placement, bsz * sum(placement)) == step
+            n = sum(placement)
+            if batch_plan(app, bsz * n, n) == (0, bsz):   # no accumulation: one measured step
+                assert measured_iter_time(app, placement, bsz * n) == step
 
 
 def test_linear_between_rows():
@@ -142,13 +144,32 @@ def test_accumulation_when_local_batch_exceeds_the_max():
     assert accumulation("cifar10", 1024) == (0, 1024)
 
 
+def test_pollux_job_batch_plan():
+    # cifar10: initial batch 128 (its smallest validation profile), largest 4096.
+    prof = app_profile("cifar10")
+    assert (prof.init_batch_size, prof.max_batch_size) == (128, 4096)
+    # one GPU above the initial batch: Pollux's jobs accumulate at least once,
+    # 363 -> 2 micro-steps of ceil(363 / 2) = 182
+    assert batch_plan("cifar10", 363, 1) == (1, 182)
+    step, sync = measured_throughput("cifar10", (1,), 182)
+    assert measured_iter_time("cifar10", (1,), 363) == pytest.approx(step + (step - sync), rel=1e-12)
+    # at the initial batch: no accumulation
+    assert batch_plan("cifar10", 128, 1) == (0, 128)
+    # 6 GPUs x ceil(2048 / 6) = 342 -> trains 2052 (rounded up to whole per-GPU batches)
+    assert batch_plan("cifar10", 2048, 6) == (0, 342)
+    assert trained_batch("cifar10", 2048, 6) == 2052
+    # clamped to the largest profiled batch: 5 GPUs x ceil(4096 / 5) = 820 would be 4100;
+    # floor(4096 / 5) = 819 -> 4095
+    assert trained_batch("cifar10", 4096, 5) == 4095
+
+
 def test_local_batch_is_clamped_into_the_profiled_range():
     small = measured_iter_time("cifar10", (1,), 16)        # below the smallest row (32)
     assert small == measured_iter_time("cifar10", (1,), 32)
     # ncf's (4,4,4,4) rows stop at 2051, below the app's max local batch (32768): clamped
     rows = {b: s for p, b, s, _ in _rows("ncf") if p == (4, 4, 4, 4)}
     assert max(rows) == 2051
-    assert measured_iter_time("ncf", (4, 4, 4, 4), 16 * 4096) == rows[2051]
+    assert measured_throughput("ncf", (4, 4, 4, 4), 4096)[0] == rows[2051]
 
 
 def test_errors_and_helpers():

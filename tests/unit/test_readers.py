@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from dlsched.workload.efficiency import iterations_to_target
+
 from dlsched.core.errors import DlschedError, InputError
 from dlsched.workload import load_workload
 from dlsched.workload import readers
@@ -95,8 +97,12 @@ def test_pollux_conversion(tmp_path):
     a, b = load_workload(f)
     assert (a.job_id, a.submit_time_s, a.model, a.num_workers, a.batch_size, a.comm) == \
         ("cifar10-0", 53.0, "cifar10", 6, 2048, "allreduce")
-    assert a.iterations == math.ceil(readers.pollux_samples_to_target("cifar10") / 2048)
+    # Pollux's iterations: its trained batch (6 x ceil(2048 / 6) = 2052) and statistical
+    # efficiency (a large batch needs more samples than the initial batch's run)
+    assert a.iterations == math.ceil(iterations_to_target("cifar10", 2052))
+    assert a.iterations * 2052 > readers.pollux_samples_to_target("cifar10")
     assert a.tasks[0].demand == (1.0, 4.0, 16.0, 0.0, 0.0)
+    # bert at its initial batch (12): gain 1, iterations = samples / 12
     assert b.iterations == math.ceil(readers.pollux_samples_to_target("bert") / 12)
 
 

@@ -5,8 +5,9 @@ guard, SRTF preempting where SJF does not, min_run_s against thrashing, no suspe
 that cannot use the room, and every job finishing.
 
 Scenario clusters have no model on the jobs, so a job runs at rate 1 wherever it is placed: its
-work is its duration_s, and JCTs can be worked out by hand. Rounds run at every event and every
-60 s (ticks at 60, 120, ... from the first arrival at t = 0); a resume costs the backend's
+work is its duration_s, and JCTs can be worked out by hand. The `tiresias` profile runs rounds
+only at multiples of 60 s, as Pollux's simulator (an arrival, finish or node event waits for the
+next one); SRTF and SJF run a round at every event and every 60 s. A resume costs the backend's
 restart delay of 30 s, a first launch nothing."""
 import numpy as np
 import pytest
@@ -67,6 +68,7 @@ def test_registered_names_and_defaults():
     assert params_of("action", "preempt") == {"min_run_s": 0.0, "enabled": True}
     t = REGISTRY.get("profile", "tiresias")
     assert (t.order, t.actions, t.gang, t.blocking, t.round_s) == ("tiresias", ("preempt",), True, False, 60.0)
+    assert (t.scores, t.event_rounds) == ((("most_free", 1.0),), False)   # Pollux's semantics
     s = REGISTRY.get("profile", "srtf")
     assert (s.order, s.actions, s.gang, s.blocking, s.round_s) == ("srtf", ("preempt",), True, False, 60.0)
     j = REGISTRY.get("profile", "sjf")
@@ -158,30 +160,32 @@ def starvation_run(starve_factor):
 
 
 def test_starvation_guard_promotes_a_waiting_job():
-    # Threshold 2000 GPU-s, 1 node x 4 GPUs. A (700 s) crosses 2000 at 500; B arrives at 530
-    # (queue 0) and preempts A (queue 1) at once. A's last run: 530 s.
-    # starve_factor 0.5: A is promoted when it has waited 265 s, at the first round from 795:
-    # the tick at 840. B then has 4 x 310 = 1240 < 2000 (queue 0), A (queue 0 again, submitted
-    # first) preempts B at 840, restores until 870 and finishes its 170 s at 1040. B (310 s done)
-    # resumes at 1040, restores until 1070, finishes its 690 s at 1760 (JCT 1230).
+    # Threshold 2000 GPU-s, 1 node x 4 GPUs, rounds at multiples of 60 s. A (700 s) starts at 0
+    # and crosses 2000 at 500; B arrives at 530 (queue 0) and preempts A (queue 1) at the round
+    # at 540. A's last run: 540 s, 160 s left.
+    # starve_factor 0.5: A is promoted when it has waited 270 s, at the first round from 810:
+    # 840. B then has 4 x 300 = 1200 < 2000 (queue 0), A (queue 0 again, submitted first)
+    # preempts B at 840, restores until 870 and finishes at 1030. B (300 s done) resumes at
+    # the round at 1080, restores until 1110, finishes its 700 s at 1810 (JCT 1280).
     sched, res = starvation_run(0.5)
     t = table(res)
     assert sched.profile.order.promotions == {"A": 1}
-    assert t["A"] == pytest.approx((0.0, 1040.0, 1040.0, 1, 4 * 730.0))
-    assert t["B"] == pytest.approx((530.0, 1760.0, 1230.0, 1, 4 * 1030.0))
-    assert runs(res, "A") == [[0.0, 530.0], [840.0, None]]
+    assert t["A"] == pytest.approx((0.0, 1030.0, 1030.0, 1, 4 * 730.0))
+    assert t["B"] == pytest.approx((540.0, 1810.0, 1280.0, 1, 4 * 1030.0))
+    assert runs(res, "A") == [[0.0, 540.0], [840.0, None]]
 
 
 def test_no_starvation_guard_by_default():
     # starve_factor 0 (Pollux's default): A waits until B is demoted too (B crosses 2000 at
-    # 1030; tick 1080), then FIFO in queue 1 puts A first: A resumes at 1080, restores until
-    # 1110, finishes at 1280. B (550 s done) resumes at 1280, restores until 1310, ends at 1760.
+    # 1040; round at 1080), then FIFO in queue 1 puts A first: A resumes at 1080, restores
+    # until 1110, finishes at 1270. B (540 s done) resumes at the round at 1320, restores until
+    # 1350, ends at 1810.
     sched, res = starvation_run(0.0)
     t = table(res)
     assert sched.profile.order.promotions == {}
-    assert t["A"] == pytest.approx((0.0, 1280.0, 1280.0, 1, 4 * 730.0))
-    assert t["B"] == pytest.approx((530.0, 1760.0, 1230.0, 1, 4 * 1030.0))
-    assert runs(res, "A") == [[0.0, 530.0], [1080.0, None]]
+    assert t["A"] == pytest.approx((0.0, 1270.0, 1270.0, 1, 4 * 730.0))
+    assert t["B"] == pytest.approx((540.0, 1810.0, 1280.0, 1, 4 * 1030.0))
+    assert runs(res, "A") == [[0.0, 540.0], [1080.0, None]]
 
 
 # -- SRTF and SJF ----------------------------------------------------------------------------------
@@ -278,11 +282,12 @@ def test_no_job_is_suspended_for_a_job_that_cannot_use_the_room():
 
 def test_node_failure_stop_is_not_mistaken_for_a_run_of_the_order():
     # The only node fails at 100 and comes back at 400: L is stopped (not by a Suspend of the
-    # plan) and resumed at 400 (restore until 430), finishing its 900 s left at 1330.
+    # plan) and resumed at the next round, 420 (restore until 450), finishing its 900 s left
+    # at 1350.
     res = dlsched.simulate(cluster(), [job("L", 0, 4, 1000.0)], "tiresias",
                            node_events=[(100.0, 0, False), (400.0, 0, True)])
     t = table(res)
-    assert t["L"][1:4] == pytest.approx((1330.0, 1330.0, 1))
+    assert t["L"][1:4] == pytest.approx((1350.0, 1350.0, 1))
 
 
 @pytest.mark.parametrize("policy", ["tiresias", "srtf", "sjf"])

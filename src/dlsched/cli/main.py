@@ -77,13 +77,15 @@ class _Progress:
             self.bar.stop()
 
 
-def _run_one(cluster, jobs, wname, policy, seed, policy_config, restart_delay_s, speed=None):
+def _run_one(cluster, jobs, wname, policy, seed, policy_config, restart_delay_s, speed=None,
+             start_delay_s=0.0):
     from dlsched.api import simulate
     horizon = max((j.submit_time_s for j in jobs), default=0.0)
     prog = _Progress(policy, len(jobs), horizon)
     try:
         res = simulate(cluster, jobs, policy, seed=seed, policy_config=policy_config,
-                       restart_delay_s=restart_delay_s, speed=speed, progress=prog)
+                       restart_delay_s=restart_delay_s, speed=speed, progress=prog,
+                       start_delay_s=start_delay_s)
     finally:
         prog.close()
     res.workload = wname
@@ -121,6 +123,7 @@ def simulate(
     policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="YAML of policy parameters"),
     seed: int = typer.Option(0, "--seed", help="random seed (generators and policies)"),
     restart_delay_s: float = typer.Option(30.0, "--restart-delay-s", help="cost of resume / migrate / resize"),
+    start_delay_s: float = typer.Option(0.0, "--start-delay-s", help="cost of a job's first start (Pollux: 30)"),
     speed_config: Optional[Path] = typer.Option(None, "--speed-config", help=SPEED_HELP),
     report: bool = typer.Option(False, "--report/--no-report", help="also write report.html with plots"),
 ):
@@ -130,7 +133,7 @@ def simulate(
     load_policy_config(policy_config)
     speed = _speed(speed_config)
     cl, jobs, wname = _load(cluster, workload, fmt, seed)
-    res = _run_one(cl, jobs, wname, policy, seed, policy_config, restart_delay_s, speed)
+    res = _run_one(cl, jobs, wname, policy, seed, policy_config, restart_delay_s, speed, start_delay_s)
     res.save(out)
     _print_summary([res], f"{policy} on {cl.name} / {wname}")
     if report:
@@ -151,6 +154,7 @@ def compare(
     policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="YAML of policy parameters"),
     seed: int = typer.Option(0, "--seed"),
     restart_delay_s: float = typer.Option(30.0, "--restart-delay-s"),
+    start_delay_s: float = typer.Option(0.0, "--start-delay-s", help="cost of a job's first start (Pollux: 30)"),
     speed_config: Optional[Path] = typer.Option(None, "--speed-config", help=SPEED_HELP),
 ):
     """Run several policies on the same cluster and workload; print a table, write an HTML report."""
@@ -166,7 +170,8 @@ def compare(
     load_policy_config(policy_config)
     speed = _speed(speed_config)
     cl, jobs, wname = _load(cluster, workload, fmt, seed)
-    results = [_run_one(cl, jobs, wname, p, seed, policy_config, restart_delay_s, speed) for p in names]
+    results = [_run_one(cl, jobs, wname, p, seed, policy_config, restart_delay_s, speed, start_delay_s)
+               for p in names]
     for res in results:
         res.save(out / res.policy)
     from dlsched.report import write_compare_report

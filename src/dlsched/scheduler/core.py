@@ -24,6 +24,7 @@ describes, measured in partial_hold_gpu_s).
 from __future__ import annotations
 
 import bisect
+import math
 import enum
 import time as _time
 from dataclasses import dataclass, field
@@ -121,9 +122,16 @@ class Profile:
         self.gang = bool(over.pop("gang", spec.gang))
         self.blocking = bool(over.pop("blocking", spec.blocking))
         self.round_s = over.pop("round_s", spec.round_s)
+        self.event_rounds = bool(over.pop("event_rounds", spec.event_rounds))
         if over:
             raise ConfigError(f"policies.{spec.name}.{sorted(over)[0]}",
-                              "unknown key (allowed: gang, blocking, round_s, params)")
+                              "unknown key (allowed: gang, blocking, round_s, event_rounds, params)")
+        if self.round_s is not None and (isinstance(self.round_s, bool)
+                                         or not isinstance(self.round_s, (int, float)) or self.round_s <= 0):
+            raise ConfigError(f"policies.{spec.name}.round_s", f"must be a number > 0, got {self.round_s!r}")
+        if not self.event_rounds and not self.round_s:
+            raise ConfigError(f"policies.{spec.name}.event_rounds",
+                              "false needs round_s (rounds would never run)")
         base = f"policies.{spec.name}.params"
         names = [name for _, name in spec.components()]
         used = set(names)
@@ -169,6 +177,7 @@ class Scheduler:
         self._dynamic = bool(getattr(profile.order, "dynamic", False))
         self._pre_actions = [a for a in profile.actions if hasattr(a, "before_place")]
         self._next_tick: float | None = None
+        self._ticked = False
         self._cap_max: np.ndarray | None = None
         self._cap_total: np.ndarray | None = None
 
@@ -210,6 +219,7 @@ class Scheduler:
         elif isinstance(e, ev.RoundTick):
             self._next_tick = None
             self._dirty = True
+            self._ticked = True
 
     def _on_arrival(self, e: ev.JobArrival, backend) -> None:
         job = e.job
@@ -440,14 +450,19 @@ class Scheduler:
             for e in batch:
                 self.handle(e, backend)
             now = backend.now()
-            if self._dirty and self.queue or self._dirty and self.profile.actions:
-                plan = self.round(backend.snapshot())
-                if len(plan):
-                    backend.apply(plan)
-                    self._after_apply(plan, now)
-            self._dirty = False
-            if self.profile.round_s and self._next_tick is None and (self.queue or self.running):
-                self._next_tick = now + float(self.profile.round_s)
+            round_s = self.profile.round_s
+            # Without event rounds a change waits (dirty) for the next multiple of round_s.
+            if self.profile.event_rounds or self._ticked or now % round_s == 0:
+                if self._dirty and self.queue or self._dirty and self.profile.actions:
+                    plan = self.round(backend.snapshot())
+                    if len(plan):
+                        backend.apply(plan)
+                        self._after_apply(plan, now)
+                self._dirty = False
+            self._ticked = False
+            if round_s and self._next_tick is None and (self.queue or self.running):
+                rs = float(round_s)
+                self._next_tick = now + rs if self.profile.event_rounds else (math.floor(now / rs) + 1) * rs
                 backend.wake_at(self._next_tick)
             alloc, eff, partial = backend.usage()
             last = self.timeline[-1] if self.timeline else None

@@ -217,6 +217,10 @@ class ProfileSpec:
     blocking: stop the round at the first waiting job that does not fit (strict order, the
               head of the queue is never overtaken); otherwise later jobs may go first.
     round_s:  also run a round every round_s seconds (None: only when something changed).
+    event_rounds: run a round as soon as something changes (an arrival, a finish, a node
+              event). False (needs round_s): rounds only at multiples of round_s, so a job that
+              arrives or frees GPUs between two waits for the next (Pollux's simulator's
+              `--interval`).
     """
     name: str
     description: str
@@ -228,6 +232,7 @@ class ProfileSpec:
     gang: bool = False
     blocking: bool = True
     round_s: float | None = None
+    event_rounds: bool = True
     source: str = ""
     params: dict = field(default_factory=dict)   # component name -> constructor params
 

@@ -76,6 +76,7 @@ class _Run:
     version: int = 0
     prof: JobComm | None = None
     restoring: bool = False       # next full placement starts with a restart delay
+    starting: bool = False        # next full placement is its first start (start_delay_s)
     restart_until: float = -1.0
     hold_gpus: float = 0.0
     hold_since: float = 0.0
@@ -97,11 +98,16 @@ class SimBackend:
 
     def __init__(self, cluster: Cluster, jobs: list[JobSpec], *, speed: SpeedParams | None = None,
                  restart_delay_s: float = 30.0, node_events: list[tuple[float, int, bool]] = (),
-                 record_rates: bool = True):
+                 record_rates: bool = True, start_delay_s: float = 0.0):
         self.cluster = cluster
         self.state = ClusterState(cluster)
         self.speed = SpeedModel(cluster, speed)
         self.restart_delay_s = float(restart_delay_s)
+        # A first launch holds its resources without progress for start_delay_s (0: starts at
+        # once; Pollux's simulator charges its 30 s rescale_time on the first start too).
+        self.start_delay_s = float(start_delay_s)
+        if self.restart_delay_s < 0 or self.start_delay_s < 0:
+            raise ValueError("restart_delay_s and start_delay_s must be >= 0")
         self.heap = EventHeap()
         self._now = 0.0
         self.runs: dict[str, _Run] = {}
@@ -172,6 +178,8 @@ class SimBackend:
             if isinstance(d, Suspend):
                 self._stop(r, now)
             elif isinstance(d, Launch):
+                if self.start_delay_s > 0 and not r.placements:
+                    r.starting = True
                 self._take(r, d.placements, now)
             elif isinstance(d, Resume):
                 r.restoring = True
@@ -368,10 +376,11 @@ class SimBackend:
             if r.finished:
                 continue
             if r.whole and r.placements:
-                if r.restoring:
-                    r.restoring = False
-                    r.restart_until = now + self.restart_delay_s
-                    if self.restart_delay_s > 0:
+                if r.restoring or r.starting:
+                    delay = self.restart_delay_s if r.restoring else self.start_delay_s
+                    r.restoring = r.starting = False
+                    r.restart_until = now + delay
+                    if delay > 0:
                         self.heap.push(r.restart_until, P_RATE, _RateChange(jid, r.version))
                 if r.prof is None:
                     r.prof = self.speed.profile(r.spec, tuple(r.placements.values()), r.tasks)

@@ -25,9 +25,10 @@ Semantic notes (what the numbers mean and where we had to choose)
 
       iteration time = step(atomic) + accum x (step(atomic) - sync(atomic))
 
-  (the extra micro-steps compute but do not synchronise). Pollux's simulator also forces one
-  accumulation step on single-GPU jobs whose batch exceeds the application's initial batch
-  size; that is a policy of its jobs, not a measurement, and is not reproduced here.
+  (the extra micro-steps compute but do not synchronise). As Pollux's simulated jobs do
+  (`batch_plan`), a single-GPU job whose batch exceeds the application's initial batch size
+  accumulates at least once, and the per-GPU batch is clamped so that the trained batch stays
+  within the largest profiled one: our fidelity target is Pollux's simulator.
 - **Profiled placement** (in placements.csv): step and sync time are interpolated linearly in
   local_bsz between that placement's rows (exact at the rows).
 - **Other placements** (more than 4 nodes, a node with more than 4 GPUs, ...): linear
@@ -126,6 +127,12 @@ class _AppProfile:
         self.min_local_bsz = int(min(x[0][0] for x in self.rows.values()))
         self.max_local_bsz = MAX_LOCAL_BSZ_OVERRIDE.get(
             app, int(max(x[0][-1] for x in self.rows.values())))
+        # Pollux's Application: init_batch_size / max_batch_size = the smallest / largest batch
+        # size with a validation profile (validation-<bsz>.csv).
+        vals = sorted(int(f.stem.split("-")[1]) for f in folder.glob("validation-*.csv"))
+        if not vals:
+            raise DlschedError(f"{folder}: no validation-*.csv profiles (bundled data missing?)")
+        self.init_batch_size, self.max_batch_size = vals[0], vals[-1]
         # N-D data: placements averaged per (num_nodes, num_replicas, local_bsz) in sorted key
         # order, then scalability.csv in file order (Pollux's order: with degenerate data the
         # order of the points decides qhull's triangulation).
@@ -241,9 +248,38 @@ def accumulation(app: str, local_bsz: int) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=65536)
-def _iter_time(app: str, placement: tuple[int, ...], batch_size: int) -> float:
-    local = max(-(-batch_size // sum(placement)), 1)
+def batch_plan(app: str, batch_size: int, replicas: int) -> tuple[int, int]:
+    """(accum_steps, atomic_bsz) of a job of `app` training with global batch `batch_size` on
+    `replicas` GPUs, as Pollux's simulated jobs choose them (simulator.py,
+    `Job.update_local_bsz` with a target batch size):
+
+        local  = ceil(batch / replicas)
+        accum  = ceil(local / max_local_bsz) - 1;  a single replica whose batch exceeds the
+                 application's initial batch size accumulates at least once
+        atomic = min(ceil(local / (accum + 1)), floor(max_batch_size / (replicas x (accum + 1))))
+
+    The trained batch is replicas x atomic x (accum + 1) (>= the target by rounding, clamped
+    to the largest profiled batch)."""
+    prof = app_profile(app)
+    r = max(int(replicas), 1)
+    local = max(-(-int(batch_size) // r), 1)
     accum, atomic = accumulation(app, local)
+    if r == 1 and batch_size > prof.init_batch_size:
+        accum = max(accum, 1)
+        atomic = -(-local // (accum + 1))
+    atomic = max(min(atomic, prof.max_batch_size // (r * (accum + 1))), 1)
+    return accum, atomic
+
+
+def trained_batch(app: str, batch_size: int, replicas: int) -> int:
+    """The global batch Pollux's job actually trains with (see batch_plan)."""
+    accum, atomic = batch_plan(str(app).lower(), int(batch_size), int(replicas))
+    return max(int(replicas), 1) * atomic * (accum + 1)
+
+
+@functools.lru_cache(maxsize=65536)
+def _iter_time(app: str, placement: tuple[int, ...], batch_size: int) -> float:
+    accum, atomic = batch_plan(app, batch_size, sum(placement))
     step, sync = measured_throughput(app, placement, atomic)
     # max(.., 0): an interpolated sync can never make an accumulation micro-step negative.
     return step + accum * max(step - sync, 0.0)

@@ -205,6 +205,15 @@ def read_philly(frame: "pandas.DataFrame", lines: np.ndarray, *, file: str | Non
 
 # ----------------------------------------------------------------------------- Pollux
 
+def pollux_iterations(app: str, batch: int, replicas: int) -> float:
+    """Iterations a Pollux job of `app` with target batch `batch` on `replicas` GPUs trains for,
+    as Pollux's simulator counts them: its trained batch (the target rounded to whole per-GPU
+    batches, `measured.trained_batch`) and statistical efficiency (`efficiency.py`)."""
+    from dlsched.workload.efficiency import iterations_to_target   # both import this module
+    from dlsched.workload.measured import trained_batch
+    return float(math.ceil(iterations_to_target(app, trained_batch(app, batch, replicas))))
+
+
 def read_pollux(frame: "pandas.DataFrame", lines: np.ndarray, *, file: str | None = None
                 ) -> list[tuple[int, JobSpec]]:
     """Pollux workload rows -> (line, JobSpec) in file order (a few hundred rows: a plain loop)."""
@@ -221,7 +230,7 @@ def read_pollux(frame: "pandas.DataFrame", lines: np.ndarray, *, file: str | Non
                              file=file, line=line, field="application")
         workers = parse_number(replicas, file=file, line=line, field="num_replicas", integer=True, minimum=1)
         batch = parse_number(bsz, file=file, line=line, field="batch_size", integer=True, minimum=1)
-        iterations = float(math.ceil(pollux_samples_to_target(app_name) / batch))
+        iterations = pollux_iterations(app_name, batch, workers)
         row = {
             "job_id": str(name).strip(), "submit_time_s": submit, "kind": "dl", "workers": workers,
             "gpus_per_worker": 1.0, "cpus_per_worker": TRACE_CPUS_PER_WORKER,

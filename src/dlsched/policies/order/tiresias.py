@@ -166,5 +166,5 @@ register_profile(ProfileSpec(
     name="tiresias", source="Gu et al., NSDI 2019 (Tiresias); Pollux's Tiresias baseline (petuum/adaptdl)",
     description="Tiresias discretised 2D-LAS: queues by attained GPU-seconds (Pollux's threshold: "
                 "16 GPU-hours), FIFO in a queue, lower queues preempted every 60 s; gang, first fit",
-    order="tiresias", filters=("fits",), scores=(("first_fit", 1.0),), actions=("preempt",),
-    gang=True, blocking=False, round_s=60.0))
+    order="tiresias", filters=("fits",), scores=(("most_free", 1.0),), actions=("preempt",),
+    gang=True, blocking=False, round_s=60.0, event_rounds=False))

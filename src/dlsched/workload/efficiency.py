@@ -1,0 +1,93 @@
+"""Statistical efficiency: how much training progress one iteration at a large batch is worth.
+
+Source: Pollux (Qiao et al., OSDI'21), section 3.1, and its simulator (petuum/adaptdl,
+simulator/simulator.py `Job.step`, simulator/applications.py). With the gradient noise scale
+measured during training (grad_sqr = |E g|^2, grad_var = tr Var g, per epoch, in the
+applications' validation-<bsz>.csv profiles), one iteration at batch B makes
+
+    gain(B, epoch) = (grad_var + grad_sqr) / (grad_var / s + grad_sqr),   s = B / B0
+
+iterations' worth of progress at the application's initial batch size B0 (1 <= gain <= s: a
+larger batch never helps more than proportionally). Pollux's `progress` column counts that
+progress, and a job is complete once progress reaches progress(max_epochs) (the minimum over
+the profiled batch sizes of the progress after max_epochs epochs). Grad stats for a batch between
+two profiled ones are interpolated linearly, as Pollux does.
+
+So a job of `app` with a fixed trained batch B needs
+
+    iterations(B) = sum over epochs e < max_epochs of (P(e+1) - P(e)) / gain(B, e)
+
+iterations of batch B, where P(e) is the progress at the end of epoch e. For B = B0 that is
+P(max_epochs) (samples / B0); for larger batches it is more than samples / B: the samples a
+job must process grow with its batch, which is what makes Pollux's jobs with big batches long.
+The batch Pollux's jobs actually train with is the target rounded up to whole per-GPU batches
+(`measured.trained_batch`), so the iteration count depends on the replica count too.
+"""
+from __future__ import annotations
+
+import csv
+import functools
+
+from dlsched.core.errors import DlschedError
+from dlsched.workload.readers import POLLUX_MAX_EPOCHS, pollux_data_dir
+
+
+@functools.lru_cache(maxsize=None)
+def _validation(app: str) -> tuple[tuple[int, ...], dict[int, list[dict]]]:
+    folder = pollux_data_dir() / "app-profiles" / app
+    files = sorted(folder.glob("validation-*.csv"), key=lambda f: int(f.stem.split("-")[1]))
+    if not files:
+        raise DlschedError(f"{folder}: no validation-*.csv profiles (bundled data missing?)")
+    out = {}
+    for f in files:
+        with f.open(newline="") as fh:
+            out[int(f.stem.split("-")[1])] = [
+                {k: float(v) for k, v in r.items()} for r in csv.DictReader(fh)]
+    return tuple(out), out
+
+
+def _check(app: str) -> str:
+    name = str(app).lower()
+    if name not in POLLUX_MAX_EPOCHS:
+        raise DlschedError(f"unknown Pollux application {app!r} (known: {', '.join(POLLUX_MAX_EPOCHS)})")
+    return name
+
+
+def progress_after(app: str, epoch: int) -> float:
+    """P(epoch): Pollux's progress (iterations at the initial batch) after `epoch` epochs."""
+    name = _check(app)
+    if epoch <= 0:
+        return 0.0
+    _, val = _validation(name)
+    return min(rows[epoch - 1]["progress"] for rows in val.values())
+
+
+def _interp(app: str, batch: float, epoch: int, col: str) -> float:
+    sizes, val = _validation(app)
+    b = min(max(float(batch), sizes[0]), sizes[-1])   # Pollux asserts the batch is in range
+    lo = max(s for s in sizes if s <= b)
+    hi = min(s for s in sizes if s >= b)
+    if lo == hi:
+        return val[lo][epoch][col]
+    return ((b - lo) * val[hi][epoch][col] + (hi - b) * val[lo][epoch][col]) / (hi - lo)
+
+
+def gain(app: str, batch: float, epoch: int) -> float:
+    """Progress (in initial-batch iterations) one iteration of `batch` makes during `epoch`."""
+    name = _check(app)
+    sizes, _ = _validation(name)
+    scale = float(batch) / sizes[0]
+    sqr = _interp(name, batch, epoch, "grad_sqr")
+    var = _interp(name, batch, epoch, "grad_var")
+    return (var + sqr) / (var / scale + sqr)
+
+
+@functools.lru_cache(maxsize=4096)
+def iterations_to_target(app: str, batch: int) -> float:
+    """Iterations of `batch` (the trained global batch) a job of `app` needs to finish Pollux's
+    training (max_epochs epochs' worth of progress), statistical efficiency included."""
+    name = _check(app)
+    total = 0.0
+    for e in range(POLLUX_MAX_EPOCHS[name]):
+        total += (progress_after(name, e + 1) - progress_after(name, e)) / gain(name, batch, e)
+    return total
