@@ -26,3 +26,14 @@ def test_tetris_figures_are_computed_not_typed_in(tmp_path):
 
 def test_experiments_are_listed():
     assert {"seed000-tetris", "seed002-k8s", "liquid-scaling"} <= set(EXPERIMENTS)
+
+
+def test_pollux_fidelity_on_workload_6():
+    # The fidelity bar on workload-6: both policies within +-5 % of Pollux's mean JCT.
+    from dlsched.experiments.pollux_fidelity import run
+    res = run(workloads=(6,))
+    assert res.ok, [(c.text, c.detail) for c in res.checks]
+    assert len(res.checks) == 4
+    figs = {row["figure"]: row for row in res.published}
+    assert figs["workload-6 mean JCT tiresias (s)"]["published"] == 3469.69375
+    assert figs["workload-6 mean JCT optimus (s)"]["published"] == 5301.875

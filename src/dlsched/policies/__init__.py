@@ -9,6 +9,7 @@ from dlsched.policies.order import drf  # noqa: F401
 from dlsched.policies.actions import gandiva_place  # noqa: F401
 from dlsched.policies.place import liquid  # noqa: F401
 from dlsched.policies.place import most_free  # noqa: F401
+from dlsched.policies.actions import optimus  # noqa: F401
 from dlsched.policies.actions import liquid_batch  # noqa: F401
 from dlsched.policies.actions import preempt  # noqa: F401
 from dlsched.policies.order import tiresias, srtf, sjf  # noqa: F401

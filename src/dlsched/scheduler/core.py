@@ -100,6 +100,8 @@ class RoundContext:
     queue: list[JobRecord]
     rng: np.random.Generator
     scheduler: "Scheduler"
+    # the backend's per-job counters (Backend.job_stats: progress, rate, ...); None outside a run
+    stats: Callable[[str], dict] | None = None
 
     @property
     def cluster(self):
@@ -178,6 +180,7 @@ class Scheduler:
         self._pre_actions = [a for a in profile.actions if hasattr(a, "before_place")]
         self._next_tick: float | None = None
         self._ticked = False
+        self._stats: Callable[[str], dict] | None = None
         self._cap_max: np.ndarray | None = None
         self._cap_total: np.ndarray | None = None
 
@@ -300,7 +303,7 @@ class Scheduler:
     def round(self, snap: Snapshot) -> Plan:
         t0 = _time.perf_counter()
         txn = Transaction(snap)
-        ctx = RoundContext(snap, txn, snap.now, self.jobs, [], self.rng, self)
+        ctx = RoundContext(snap, txn, snap.now, self.jobs, [], self.rng, self, self._stats)
         if self._static:
             queue = list(self.queue)
         else:
@@ -443,6 +446,7 @@ class Scheduler:
     # -- the loop ---------------------------------------------------------------------------
     def run(self, backend, *, progress: Callable[[float, int], None] | None = None) -> None:
         n_batches = 0
+        self._stats = backend.job_stats
         while True:
             batch = backend.poll()
             if batch is None:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from dlsched.cluster.state import Snapshot
-from dlsched.core.types import (GPU, Launch, Migrate, Plan, Resume, Status, Suspend, TaskPlacement,
-                                TaskSpec)
+from dlsched.core.types import (GPU, Launch, Migrate, Plan, Resize, Resume, Status, Suspend,
+                                TaskPlacement, TaskSpec)
 
 _EPS = 1e-9
 
@@ -88,6 +88,31 @@ class Transaction:
         return Status.success()
 
     # -- actions on running jobs ------------------------------------------------------------
+    def unhold(self, placements, demands) -> None:
+        """Return what a running job holds to `free` for the rest of the round, recording no
+        decision (the caller decides: a Resize, or holding the same placements again)."""
+        for tp, demand in zip(placements, demands):
+            self.free[tp.node] += np.asarray(demand, dtype=np.float64)
+            if tp.gpu_ids:
+                self.gpu_load[tp.node, list(tp.gpu_ids)] -= 1
+
+    def hold(self, placements, demands) -> None:
+        """Take placements back (the inverse of unhold)."""
+        for tp, demand in zip(placements, demands):
+            self.free[tp.node] -= np.asarray(demand, dtype=np.float64)
+            if tp.gpu_ids:
+                self.gpu_load[tp.node, list(tp.gpu_ids)] += 1
+
+    def commit_resize(self, job_id: str, tasks: tuple[TaskSpec, ...]) -> None:
+        """Make the job's reservations of this round (one per task of `tasks`) a Resize: the job
+        restarts with this task list on these placements (running or not)."""
+        placed = self._tentative.pop(job_id, [])
+        tps = tuple(tp for tp, _ in placed)
+        if sorted(tp.task for tp in tps) != [t.index for t in tasks]:
+            raise ValueError(f"resize of {job_id}: placements {tps} do not cover its {len(tasks)} tasks")
+        self.plan.add(Resize(job_id, tuple(tasks), tps))
+        self.decided.add(job_id)
+
     def release(self, job_id: str, placements, demands) -> None:
         """Suspend a running job: its resources are free for the rest of this round."""
         for tp, demand in zip(placements, demands):

@@ -148,6 +148,8 @@ class SimBackend:
         self._advance(r, self._now)
         gpu_s = r.gpu_s + r.hold_gpus * (self._now - r.hold_since)
         return {"gpu_s": gpu_s, "nic_bytes": r.nic_bytes, "cross_rack_bytes": r.cross_rack_bytes,
+                # work left (iterations, or seconds at the ideal placement) and its current rate
+                "remaining": r.remaining, "rate": r.rate,
                 "first_progress_s": r.first_progress_s}
 
     def poll(self) -> list | None:
@@ -189,9 +191,11 @@ class SimBackend:
                 r.restoring = True
                 self._take(r, d.placements, now)
             elif isinstance(d, Resize):
+                fresh = not r.placements and r.version == 0   # never placed: its first start
                 self._stop(r, now)
                 r.tasks = d.tasks
-                r.restoring = True
+                r.restoring = not fresh
+                r.starting = fresh and self.start_delay_s > 0
                 self._take(r, d.placements, now)
             else:  # pragma: no cover - Plan only holds the decision types above
                 raise TypeError(f"unknown decision {d!r}")

@@ -28,22 +28,29 @@ from __future__ import annotations
 import csv
 import functools
 
+import numpy as np
+
 from dlsched.core.errors import DlschedError
 from dlsched.workload.readers import POLLUX_MAX_EPOCHS, pollux_data_dir
 
 
 @functools.lru_cache(maxsize=None)
-def _validation(app: str) -> tuple[tuple[int, ...], dict[int, list[dict]]]:
+def _validation(app: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(profiled batch sizes, P(e) for e = 0..E, grad_sqr and grad_var per (batch, epoch))."""
     folder = pollux_data_dir() / "app-profiles" / app
     files = sorted(folder.glob("validation-*.csv"), key=lambda f: int(f.stem.split("-")[1]))
     if not files:
         raise DlschedError(f"{folder}: no validation-*.csv profiles (bundled data missing?)")
-    out = {}
+    rows = []
     for f in files:
         with f.open(newline="") as fh:
-            out[int(f.stem.split("-")[1])] = [
-                {k: float(v) for k, v in r.items()} for r in csv.DictReader(fh)]
-    return tuple(out), out
+            rows.append([{k: float(v) for k, v in r.items()} for r in csv.DictReader(fh)])
+    n = min(len(r) for r in rows)
+    sizes = np.array([int(f.stem.split("-")[1]) for f in files], dtype=np.float64)
+    progress = np.concatenate([[0.0], np.min([[r[e]["progress"] for e in range(n)] for r in rows], axis=0)])
+    sqr = np.array([[r[e]["grad_sqr"] for e in range(n)] for r in rows])
+    var = np.array([[r[e]["grad_var"] for e in range(n)] for r in rows])
+    return sizes, progress, sqr, var
 
 
 def _check(app: str) -> str:
@@ -56,30 +63,31 @@ def _check(app: str) -> str:
 def progress_after(app: str, epoch: int) -> float:
     """P(epoch): Pollux's progress (iterations at the initial batch) after `epoch` epochs."""
     name = _check(app)
-    if epoch <= 0:
-        return 0.0
-    _, val = _validation(name)
-    return min(rows[epoch - 1]["progress"] for rows in val.values())
+    return float(_validation(name)[1][max(int(epoch), 0)])
 
 
-def _interp(app: str, batch: float, epoch: int, col: str) -> float:
-    sizes, val = _validation(app)
+def _stats(app: str, batch: float) -> tuple[np.ndarray, np.ndarray]:
+    """grad_sqr and grad_var per epoch at `batch`, linear between the profiled batch sizes."""
+    sizes, _, sqr, var = _validation(app)
     b = min(max(float(batch), sizes[0]), sizes[-1])   # Pollux asserts the batch is in range
-    lo = max(s for s in sizes if s <= b)
-    hi = min(s for s in sizes if s >= b)
-    if lo == hi:
-        return val[lo][epoch][col]
-    return ((b - lo) * val[hi][epoch][col] + (hi - b) * val[lo][epoch][col]) / (hi - lo)
+    hi = int(np.searchsorted(sizes, b, side="left"))
+    if sizes[hi] == b:
+        return sqr[hi], var[hi]
+    lo = hi - 1
+    a = (b - sizes[lo]) / (sizes[hi] - sizes[lo])
+    return (1 - a) * sqr[lo] + a * sqr[hi], (1 - a) * var[lo] + a * var[hi]
+
+
+def _gains(app: str, batch: float) -> np.ndarray:
+    sizes = _validation(app)[0]
+    scale = float(batch) / sizes[0]
+    sqr, var = _stats(app, batch)
+    return (var + sqr) / (var / scale + sqr)
 
 
 def gain(app: str, batch: float, epoch: int) -> float:
     """Progress (in initial-batch iterations) one iteration of `batch` makes during `epoch`."""
-    name = _check(app)
-    sizes, _ = _validation(name)
-    scale = float(batch) / sizes[0]
-    sqr = _interp(name, batch, epoch, "grad_sqr")
-    var = _interp(name, batch, epoch, "grad_var")
-    return (var + sqr) / (var / scale + sqr)
+    return float(_gains(_check(app), batch)[epoch])
 
 
 @functools.lru_cache(maxsize=4096)
@@ -87,7 +95,6 @@ def iterations_to_target(app: str, batch: int) -> float:
     """Iterations of `batch` (the trained global batch) a job of `app` needs to finish Pollux's
     training (max_epochs epochs' worth of progress), statistical efficiency included."""
     name = _check(app)
-    total = 0.0
-    for e in range(POLLUX_MAX_EPOCHS[name]):
-        total += (progress_after(name, e + 1) - progress_after(name, e)) / gain(name, batch, e)
-    return total
+    E = POLLUX_MAX_EPOCHS[name]
+    progress = _validation(name)[1]
+    return float(np.sum(np.diff(progress[:E + 1]) / _gains(name, batch)[:E]))

@@ -1,0 +1,393 @@
+"""Optimus: elastic allocation of workers and parameter servers by marginal gain.
+
+Source: Peng et al., "Optimus: An Efficient Dynamic Resource Scheduler for Deep Learning
+Clusters", EuroSys 2018 (seed 001), and the Optimus baseline of Pollux's simulator (petuum/adaptdl,
+simulator/optimus.py, `OptimusPolicy`), whose semantics the defaults follow.
+
+Every round (the profile runs one every 60 s) all active DL jobs - running and waiting - are
+re-allocated from scratch:
+
+    T_j(w, p)  = Q_j x t_j(w, p)        time to finish: remaining iterations Q_j x seconds per
+                                         iteration with w workers and p parameter servers
+    1. in arrival order, each job gets its minimum (1 worker, and 1 PS if it uses PS) while the
+       cluster's free resources (a vector: GPUs, CPUs, memory, ...) hold it; the rest get 0;
+    2. repeatedly give one worker or one PS to the job and role with the largest
+           gain = (T_j(w, p) - T_j(w', p')) / d(task)       d = the task's dominant share of
+                                                             the cluster (max_r demand_r / cap_r)
+       (x early_factor for a job in its early state: fewer than min_samples speed samples),
+       until every gain <= 0 or nothing more fits. A job is capped at max_workers workers.
+    3. placement: jobs whose (w, p) did not change keep their placements; a running job given 0
+       is suspended; the others are placed in ascending order of task count: all-reduce jobs
+       chunk by chunk on the node with the most free GPUs (Pollux), PS jobs on the fewest servers
+       that hold them with equal numbers of workers and PS on each (the paper). A change of a
+       job's allocation is a Resize and costs the backend's restart delay.
+
+Estimates (parameters `speed` and `remaining`):
+- speed = "oracle": t_j(w, p) from the speed model on a packed placement (for Pollux's
+  applications: the measured step times; Pollux's Optimus reads its measured profiles too).
+  speed = "fitted": Optimus's online model, fitted by non-negative least squares to the
+  (w, p, iterations/s) samples the job has shown (see `OptimusSpeedFit`); until a job has
+  min_samples distinct samples its oracle shape is scaled to what it showed.
+- remaining = "oracle": Q_j = the iterations the job still has to run (the backend's counter; the
+  simulator knows it, as Pollux's Optimus reads its validation profiles).
+  remaining = "fitted": the loss-curve fit of the paper (see `OptimusConvergence`).
+
+Jobs with no speed model (a trace's duration, no model): their speed does not depend on w, so
+they are rigid - they get their requested tasks in arrival order when those fit, or nothing.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from dlsched.core.types import GPU, Role, TaskPlacement, TaskSpec
+from dlsched.scheduler.core import JobState
+from dlsched.scheduler.framework import ProfileSpec, register, register_profile
+
+_EPS = 1e-9
+SPEEDS = ("oracle", "fitted")
+REMAININGS = ("oracle", "fitted")
+# Pollux's simulator (simulator.py, get_optimus_job_info): ncf jobs never get more than 1 replica.
+POLLUX_MAX_REPLICAS = {"ncf": 1}
+
+
+def job_tasks(spec, workers: int, ps: int) -> tuple[TaskSpec, ...]:
+    """The job's task list with `workers` workers and `ps` parameter servers (demands copied from
+    its own first worker and first PS; workers first, as the workload schema builds them)."""
+    w0 = next(t for t in spec.tasks if t.role is Role.WORKER)
+    p0 = next((t for t in spec.tasks if t.role is Role.PS), None)
+    tasks = [TaskSpec(i, Role.WORKER, w0.demand) for i in range(workers)]
+    if ps:
+        if p0 is None:
+            raise ValueError(f"job {spec.job_id} has no parameter server to copy")
+        tasks += [TaskSpec(workers + j, Role.PS, p0.demand) for j in range(ps)]
+    return tuple(tasks)
+
+
+def shape(tasks) -> tuple[int, int]:
+    """(workers, parameter servers) of a task list."""
+    p = sum(1 for t in tasks if t.role is Role.PS)
+    return len(tasks) - p, p
+
+
+@register("action", "optimus",
+          source="Peng et al., EuroSys 2018 (Optimus, seed 001); petuum/adaptdl simulator/optimus.py")
+class Optimus:
+    """Re-allocate workers / PS of every active job by marginal gain per dominant share."""
+
+    def __init__(self, speed: str = "oracle", remaining: str = "oracle", early_factor: float = 0.95,
+                 min_samples: int = 3, max_workers: int = 0) -> None:
+        if speed not in SPEEDS:
+            raise ValueError(f"speed must be one of {', '.join(SPEEDS)}, got {speed!r}")
+        if remaining not in REMAININGS:
+            raise ValueError(f"remaining must be one of {', '.join(REMAININGS)}, got {remaining!r}")
+        if not 0 < early_factor <= 1:
+            raise ValueError(f"early_factor must be in (0, 1], got {early_factor}")
+        if min_samples < 1:
+            raise ValueError(f"min_samples must be >= 1, got {min_samples}")
+        if max_workers < 0:
+            raise ValueError(f"max_workers must be >= 0 (0: from the batch size), got {max_workers}")
+        self.speed = speed
+        self.remaining = remaining
+        self.early_factor = float(early_factor)
+        self.min_samples = int(min_samples)
+        self.max_workers = int(max_workers)
+        self._cluster = None
+        self._model = None           # SpeedModel of the cluster (oracle iteration times)
+        self._iter: dict[tuple[str, int, int], float] = {}
+        self._samples: dict[str, dict[tuple[int, int], float]] = {}   # job -> (w, p) -> iter/s
+        self._fits: dict[str, object] = {}
+        self._conv: dict[str, object] = {}
+        self.last_alloc: dict[str, tuple[int, int]] = {}   # the last round's decision (tests, bench)
+        self._static: dict[str, tuple] = {}
+        self._cluster_caps = None
+
+    # -- estimates --------------------------------------------------------------------------------
+    def _speed_model(self, cluster):
+        if self._cluster is not cluster:
+            from dlsched.workload.speed import SpeedModel
+            self._cluster, self._model, self._iter = cluster, SpeedModel(cluster), {}
+        return self._model
+
+    def oracle_iter_time(self, spec, w: int, p: int, cluster) -> float:
+        """Seconds per iteration with w workers and p PS alone on a packed placement (cached
+        per job and also per job shape: jobs of one model, batch and demands share it)."""
+        self._speed_model(cluster)
+        key = (spec.job_id, w, p)
+        t = self._iter.get(key)
+        if t is not None:
+            return t
+        shape_key = (spec.model, spec.batch_size, spec.comm, spec.gpu_type, spec.tasks[0].demand,
+                     spec.tasks[-1].demand, w, p)
+        t = self._iter.get(shape_key)
+        if t is None:
+            from dataclasses import replace
+
+            from dlsched.policies.order.srtf import packed_placement
+            sm = self._speed_model(cluster)
+            trial = replace(spec, tasks=job_tasks(spec, w, p))
+            pl = packed_placement(trial, cluster)
+            t = math.inf if pl is None else sm.isolated_iter_time(trial, pl)
+            self._iter[shape_key] = t
+        self._iter[key] = t
+        return t
+
+    def iter_time(self, rec, w: int, p: int, cluster) -> float:
+        if w <= 0:
+            return math.inf
+        if self.speed == "oracle":
+            t = self._iter.get((rec.job_id, w, p))
+            return t if t is not None and self._cluster is cluster else self.oracle_iter_time(rec.spec, w, p, cluster)
+        from dlsched.policies.actions.optimus_fit import fitted_iter_time
+        return fitted_iter_time(self, rec, w, p, cluster)
+
+    def remaining_iters(self, rec, ctx) -> float:
+        stats = ctx.stats(rec.job_id) if ctx.stats is not None else None
+        if self.remaining == "fitted":
+            from dlsched.policies.actions.optimus_fit import fitted_remaining
+            return fitted_remaining(self, rec, ctx, stats)
+        if stats is not None and "remaining" in stats:
+            return float(stats["remaining"])
+        return float(rec.spec.iterations or 0.0)
+
+    def early(self, rec) -> bool:
+        return len(self._samples.get(rec.job_id, ())) < self.min_samples
+
+    def cap(self, spec) -> int:
+        """Most workers a job may get: max_workers, else its batch over the smallest per-GPU
+        batch its model can train with (Pollux: target_batch_size // min_local_bsz)."""
+        if self.max_workers:
+            return self.max_workers
+        from dlsched.workload.measured import POLLUX_APPS, app_profile
+        model = (spec.model or "").lower()
+        if model in POLLUX_APPS and spec.batch_size:
+            return max(min(POLLUX_MAX_REPLICAS.get(model, 1 << 30),
+                           int(spec.batch_size) // app_profile(model).min_local_bsz), 1)
+        if spec.batch_size:
+            return max(int(spec.batch_size), 1)
+        return max(4 * spec.num_workers, 1)
+
+    def _observe(self, ctx) -> None:
+        """Record each running job's speed at its current (w, p)."""
+        if ctx.stats is None:
+            return
+        for rec in ctx.scheduler.running.values():
+            if rec.spec.kind != "dl":
+                continue
+            rate = ctx.stats(rec.job_id).get("rate", 0.0)
+            if rate > 0:
+                self._samples.setdefault(rec.job_id, {})[shape(rec.tasks)] = float(rate)
+
+    # -- the round --------------------------------------------------------------------------------
+    def _info(self, rec, cluster, inv) -> tuple:
+        """Per job, computed once: (worker demand, PS demand or None, their nonzero resources,
+        dominant shares, worker cap, rigid)."""
+        info = self._static.get(rec.job_id)
+        if info is None:
+            spec = rec.spec
+            wv = next(t for t in spec.tasks if t.role is Role.WORKER).demand
+            pt = next((t for t in spec.tasks if t.role is Role.PS), None)
+            pv = None if pt is None else pt.demand
+            wd = tuple(i for i, x in enumerate(wv) if x > _EPS)
+            pd = () if pv is None else tuple(i for i, x in enumerate(pv) if x > _EPS)
+            dw = max((wv[i] * inv[i] for i in wd), default=0.0)
+            dp = max((pv[i] * inv[i] for i in pd), default=0.0) if pv is not None else 0.0
+            rigid = spec.iterations is None or \
+                self.iter_time(rec, 1, 1 if pv is not None else 0, cluster) == math.inf
+            info = self._static[rec.job_id] = (wv, pv, wd, pd, max(dw, _EPS), max(dp, _EPS),
+                                               self.cap(spec), rigid)
+        return info
+
+    def before_place(self, ctx) -> None:
+        txn, cluster, sched = ctx.txn, ctx.cluster, ctx.scheduler
+        self._observe(ctx)
+        running = [r for r in sched.running.values() if r.spec.kind == "dl"]
+        waiting = [r for r in ctx.queue if r.spec.kind == "dl" and r.state in (JobState.PENDING, JobState.SUSPENDED)
+                   and r.job_id not in txn.decided]
+        jobs = sorted(running + waiting, key=lambda r: (r.submit_time_s, r.job_id))
+        if not jobs:
+            return
+        if self._cluster_caps is None or self._cluster_caps[0] is not cluster:
+            self._cluster_caps = (cluster, None)
+            self._static = {}
+        up = ctx.snap.up
+        cap = cluster.capacity[up].sum(axis=0)
+        inv = [1.0 / c if c > 0 else 0.0 for c in cap.tolist()]
+        left_np = txn.free[up].sum(axis=0)
+        for r in running:
+            for tp in r.placed.values():
+                left_np = left_np + r.tasks[tp.task].vector
+        left = left_np.tolist()
+        nres = len(left)
+
+        def fits(v, dims) -> bool:
+            return all(v[i] <= left[i] + _EPS for i in dims)
+
+        def take(v, dims) -> None:
+            for i in dims:
+                left[i] -= v[i]
+
+        alloc: dict[str, list[int]] = {}
+        elastic: dict[str, tuple] = {}
+        all_dims = tuple(range(nres))
+        for rec in jobs:
+            wv, pv, wd, pd, dw, dp, cap_w, rigid = self._info(rec, cluster, inv)
+            if rigid:
+                need = [0.0] * nres
+                for t in rec.spec.tasks:
+                    for i in all_dims:
+                        need[i] += t.demand[i]
+                if fits(need, all_dims):
+                    alloc[rec.job_id] = list(shape(rec.spec.tasks))
+                    take(need, all_dims)
+                else:
+                    alloc[rec.job_id] = [0, 0]
+                continue
+            p0 = 1 if pv is not None else 0
+            if fits(wv, wd) and (not p0 or fits([wv[i] + pv[i] for i in all_dims], all_dims)):
+                alloc[rec.job_id] = [1, p0]
+                take(wv, wd)
+                if p0:
+                    take(pv, pd)
+                q = self.remaining_iters(rec, ctx)
+                factor = self.early_factor if self.early(rec) else 1.0
+                elastic[rec.job_id] = (rec, q * factor / dw, q * factor / dp, cap_w, pv is not None)
+            else:
+                alloc[rec.job_id] = [0, 0]
+
+        heap: list = []
+        iter_time = self.iter_time
+
+        def push(jid: str) -> None:
+            rec, kw, kp, cap_w, has_ps = elastic[jid]
+            w, p = alloc[jid]
+            t0 = iter_time(rec, w, p, cluster)
+            if w < cap_w:
+                g = (t0 - iter_time(rec, w + 1, p, cluster)) * kw
+                if g > 0:
+                    heap.append((-g, jid, 0, w, p))
+            if has_ps and p < w:                   # never more PS than workers
+                g = (t0 - iter_time(rec, w, p + 1, cluster)) * kp
+                if g > 0:
+                    heap.append((-g, jid, 1, w, p))
+
+        for jid in elastic:
+            push(jid)
+        heapq.heapify(heap)
+        while heap:
+            _, jid, role, w, p = heapq.heappop(heap)
+            a = alloc[jid]
+            if a[0] != w or a[1] != p:
+                continue                           # stale: the job's gains were recomputed
+            rec = elastic[jid][0]
+            wv, pv, wd, pd = self._static[jid][:4]
+            v, dims = (wv, wd) if role == 0 else (pv, pd)
+            if not fits(v, dims):
+                continue                           # does not fit any more (resources only shrink)
+            a[role] += 1
+            take(v, dims)
+            n = len(heap)
+            push(jid)
+            for k in range(n, len(heap)):
+                heapq._siftdown(heap, 0, k)
+        self.last_alloc = {jid: tuple(a) for jid, a in alloc.items()}
+        self._apply(ctx, jobs, alloc)
+
+    def _apply(self, ctx, jobs, alloc) -> None:
+        txn = ctx.txn
+        moving = []
+        for rec in jobs:
+            w, p = alloc[rec.job_id]
+            running = rec.state is JobState.RUNNING
+            txn.decided.add(rec.job_id)           # the per-task placement loop skips them all
+            if running:
+                old = tuple(rec.placed.values())
+                demands = [rec.tasks[tp.task].vector for tp in old]
+                if w == 0:
+                    txn.release(rec.job_id, old, demands)      # suspended
+                elif (w, p) != shape(rec.tasks):
+                    txn.unhold(old, demands)
+                    moving.append((rec, w, p, old, demands))
+            elif w > 0:
+                moving.append((rec, w, p, None, None))
+        moving.sort(key=lambda m: (m[1] + m[2], m[0].submit_time_s, m[0].job_id))
+        for rec, w, p, old, demands in moving:
+            tasks = job_tasks(rec.spec, w, p) if (w, p) != shape(rec.tasks) else rec.tasks
+            if self._place(ctx, rec.job_id, tasks):
+                if tasks is rec.tasks and old is None:
+                    txn.commit(rec.job_id, total_tasks=len(tasks), already_placed=0, gang=True,
+                               resume=rec.state is JobState.SUSPENDED)
+                else:
+                    txn.commit_resize(rec.job_id, tasks)
+            else:
+                txn.discard(rec.job_id)
+                if old is not None:               # could not move: keep or suspend
+                    if all(np.all(d <= txn.free[tp.node] + _EPS) for tp, d in zip(old, demands)):
+                        txn.hold(old, demands)
+                    else:
+                        txn.hold(old, demands)
+                        txn.release(rec.job_id, old, demands)
+
+    # -- placement --------------------------------------------------------------------------------
+    def _place(self, ctx, job_id: str, tasks) -> bool:
+        """Reserve every task or nothing (returns whether all were placed)."""
+        txn = ctx.txn
+        free, up = txn.free, ctx.snap.up
+        workers = [t for t in tasks if t.role is not Role.PS]
+        ps = [t for t in tasks if t.role is Role.PS]
+        if ps:
+            return self._place_even(ctx, job_id, workers, ps)
+        demand = workers[0].vector
+        todo = list(workers)
+        while todo:
+            ok = up & np.all(free >= demand - _EPS, axis=1)
+            if not ok.any():
+                txn.discard(job_id)
+                return False
+            cand = np.flatnonzero(ok)
+            node = int(cand[np.argmax(free[cand, GPU])])        # first max: lowest id among ties
+            pos = demand > _EPS
+            k = int(np.min(np.floor((free[node, pos] + _EPS) / demand[pos]))) if pos.any() else len(todo)
+            for t in todo[:max(k, 1)]:
+                txn.reserve(job_id, t, node)
+            todo = todo[max(k, 1):]
+        return True
+
+    def _place_even(self, ctx, job_id: str, workers, ps) -> bool:
+        """The fewest servers that hold the job with equal numbers of workers and of PS on each
+        (the most free servers by GPUs, then CPUs; remainders on the first ones)."""
+        txn = ctx.txn
+        free, up = txn.free, ctx.snap.up
+        wd = workers[0].vector
+        pd = ps[0].vector
+        order = np.flatnonzero(up)
+        order = order[np.lexsort((order, -free[order, 1], -free[order, GPU]))]
+        for k in range(1, len(order) + 1):
+            nodes = order[:k]
+            nw = [len(workers) // k + (i < len(workers) % k) for i in range(k)]
+            npp = [len(ps) // k + (i < len(ps) % k) for i in range(k)]
+            if all(np.all(free[n] + _EPS >= a * wd + b * pd) for n, a, b in zip(nodes, nw, npp)):
+                wi = pi = 0
+                for n, a, b in zip(nodes, nw, npp):
+                    for t in workers[wi:wi + a]:
+                        txn.reserve(job_id, t, int(n))
+                    for t in ps[pi:pi + b]:
+                        txn.reserve(job_id, t, int(n))
+                    wi, pi = wi + a, pi + b
+                return True
+            if k >= len(workers) + len(ps):
+                break
+        return False
+
+    def act(self, ctx) -> None:
+        return None
+
+
+register_profile(ProfileSpec(
+    name="optimus", source="Peng et al., EuroSys 2018 (Optimus, seed 001); petuum/adaptdl simulator/optimus.py",
+    description="Optimus: every 60 s, re-allocate workers and PS of all jobs by marginal gain in "
+                "remaining time per dominant share; fewest servers; a change costs a restart",
+    order="fifo", filters=("fits",), scores=(("first_fit", 1.0),), actions=("optimus",),
+    gang=True, blocking=False, round_s=60.0, event_rounds=False))
