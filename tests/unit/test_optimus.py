@@ -9,7 +9,7 @@ import dlsched
 import dlsched.policies  # noqa: F401
 from dlsched.cluster import cluster_from_dict
 from dlsched.core.types import Resize, Role
-from dlsched.policies.actions.optimus import Optimus, job_tasks, shape
+from dlsched.policies.actions.optimus import Optimus, _GpuPool, job_tasks, shape
 from dlsched.scheduler.core import Scheduler, build_profile
 from dlsched.scheduler.framework import build
 from dlsched.scheduler.transaction import Transaction
@@ -87,7 +87,7 @@ def test_ps_job_goes_to_the_fewest_servers_with_equal_workers_and_ps():
         snap = backend.snapshot()
         ctx = types.SimpleNamespace(txn=Transaction(snap), snap=snap)
         tasks = job_tasks(spec, w, p)
-        assert Optimus()._place(ctx, "P", tasks)
+        assert Optimus()._place(ctx, "P", tasks, _GpuPool(ctx.txn.free, snap.up))
         got = {}
         for tp in ctx.txn.reserved("P"):
             role = tasks[tp.task].role
@@ -105,7 +105,7 @@ def test_allreduce_job_fills_the_most_free_node_first():
     ctx.txn.free[0, 0] -= 1
     spec = job("R", 0, 10)
     tasks = job_tasks(spec, 5, 0)
-    assert Optimus()._place(ctx, "R", tasks)
+    assert Optimus()._place(ctx, "R", tasks, _GpuPool(ctx.txn.free, snap.up))
     nodes = sorted(tp.node for tp in ctx.txn.reserved("R"))
     assert nodes == [0, 1, 1, 1, 1]
 

@@ -345,7 +345,14 @@ class Scheduler:
         txn = ctx.txn
         status = Status.success()
         memo: dict = {}     # scores kept across the job's identical tasks (see choose_node)
-        for task in rec.unplaced():
+        todo = rec.unplaced()
+        if self.profile.gang and rec.spec.is_gang and len(todo) > 1:
+            # All or nothing: a gang whose total demand exceeds the cluster's free total cannot
+            # be placed; say so without trying its tasks one by one.
+            need = np.sum([t.vector for t in todo], axis=0)
+            if (need > txn.free.sum(axis=0) + _EPS).any():
+                return Status.unschedulable("gang: its tasks need more than the cluster has free")
+        for task in todo:
             node, why = self.choose_node(ctx, rec.spec, task, memo)
             if node is None:
                 status = Status.unschedulable(why)

@@ -57,6 +57,34 @@ class Transaction:
         self._tentative.setdefault(job_id, []).append((tp, demand))
         return tp
 
+    def reserve_block(self, job_id: str, tasks, node: int) -> None:
+        """reserve() for several tasks of one demand on one node at once (same GPUs as reserving
+        them one by one: each takes the least-loaded slots, lowest index first)."""
+        if not tasks:
+            return
+        demand = tasks[0].vector
+        node = int(node)
+        self.free[node] -= len(tasks) * demand
+        k = int(np.ceil(tasks[0].demand[GPU] - _EPS))
+        load_row = self.gpu_load[node]
+        n = self.snap.cluster.nodes[node].gpus
+        load = load_row[:n].tolist() if k > 0 else []
+        out = self._tentative.setdefault(job_id, [])
+        slots = range(len(load))
+        for t in tasks:
+            if k == 1:
+                g = load.index(min(load))
+                ids = (g,)
+            elif k > 1:
+                ids = tuple(sorted(slots, key=lambda i: (load[i], i))[:k])   # as pick_gpus
+            else:
+                ids = ()
+            for g in ids:
+                load[g] += 1
+            out.append((TaskPlacement(t.index, node, ids), demand))
+        if k > 0:
+            load_row[:n] = load
+
     def reserved(self, job_id: str) -> list[TaskPlacement]:
         return [tp for tp, _ in self._tentative.get(job_id, [])]
 
@@ -91,17 +119,20 @@ class Transaction:
     def unhold(self, placements, demands) -> None:
         """Return what a running job holds to `free` for the rest of the round, recording no
         decision (the caller decides: a Resize, or holding the same placements again)."""
-        for tp, demand in zip(placements, demands):
-            self.free[tp.node] += np.asarray(demand, dtype=np.float64)
-            if tp.gpu_ids:
-                self.gpu_load[tp.node, list(tp.gpu_ids)] -= 1
+        self._shift(placements, demands, 1)
 
     def hold(self, placements, demands) -> None:
         """Take placements back (the inverse of unhold)."""
-        for tp, demand in zip(placements, demands):
-            self.free[tp.node] -= np.asarray(demand, dtype=np.float64)
-            if tp.gpu_ids:
-                self.gpu_load[tp.node, list(tp.gpu_ids)] += 1
+        self._shift(placements, demands, -1)
+
+    def _shift(self, placements, demands, sign: int) -> None:
+        if not placements:
+            return
+        nodes = [tp.node for tp in placements]
+        np.add.at(self.free, nodes, sign * np.asarray(demands, dtype=np.float64))
+        gn = [tp.node for tp in placements for _ in tp.gpu_ids]
+        if gn:
+            np.add.at(self.gpu_load, (gn, [g for tp in placements for g in tp.gpu_ids]), -sign)
 
     def commit_resize(self, job_id: str, tasks: tuple[TaskSpec, ...]) -> None:
         """Make the job's reservations of this round (one per task of `tasks`) a Resize: the job

@@ -37,6 +37,7 @@ they are rigid - they get their requested tasks in arrival order when those fit,
 """
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 
@@ -70,6 +71,49 @@ def shape(tasks) -> tuple[int, int]:
     """(workers, parameter servers) of a task list."""
     p = sum(1 for t in tasks if t.role is Role.PS)
     return len(tasks) - p, p
+
+
+class _GpuPool:
+    """One round's up nodes bucketed by whole free GPUs (ascending ids in each bucket), so that
+    the most-free nodes are found without scanning the cluster for every job. Nodes only move
+    down while jobs are placed (update after each reservation; a node given back moves up)."""
+
+    def __init__(self, free: np.ndarray, up: np.ndarray) -> None:
+        self.free = free
+        self.up = up
+        fg = np.floor(free[:, GPU] + _EPS).astype(np.int64)
+        self.level = fg.tolist()
+        self.buckets: dict[int, list[int]] = {}
+        ids = np.flatnonzero(up)
+        for c in np.unique(fg[ids]).tolist():
+            self.buckets[c] = ids[fg[ids] == c].tolist()
+
+    def update(self, nodes) -> None:
+        for n in set(int(x) for x in nodes):
+            if not self.up[n]:
+                continue
+            c = int(math.floor(float(self.free[n, GPU]) + _EPS))
+            old = self.level[n]
+            if c != old:
+                b = self.buckets[old]
+                del b[bisect.bisect_left(b, n)]
+                bisect.insort(self.buckets.setdefault(c, []), n)
+                self.level[n] = c
+
+    def top(self, m: int, demand, dims, min_gpus: int) -> list[int]:
+        """Up to m nodes that can take one task of `demand`: most free GPUs first, lowest id
+        among equals."""
+        out: list[int] = []
+        free = self.free
+        for c in sorted(self.buckets, reverse=True):
+            if c < min_gpus:
+                break
+            for n in self.buckets[c]:
+                if all(free[n, r] + _EPS >= demand[r] for r in dims):
+                    out.append(n)
+                    if len(out) == m:
+                        return out
+        return out
 
 
 @register("action", "optimus",
@@ -111,16 +155,18 @@ class Optimus:
             self._cluster, self._model, self._iter = cluster, SpeedModel(cluster), {}
         return self._model
 
+    @staticmethod
+    def _shape_of(spec) -> tuple:
+        """What an oracle iteration time depends on besides (w, p): jobs of one model, batch and
+        demands share their estimates."""
+        return (spec.model, spec.batch_size, spec.comm, spec.gpu_type, spec.tasks[0].demand,
+                spec.tasks[-1].demand)
+
     def oracle_iter_time(self, spec, w: int, p: int, cluster) -> float:
         """Seconds per iteration with w workers and p PS alone on a packed placement (cached
-        per job and also per job shape: jobs of one model, batch and demands share it)."""
+        per job shape)."""
         self._speed_model(cluster)
-        key = (spec.job_id, w, p)
-        t = self._iter.get(key)
-        if t is not None:
-            return t
-        shape_key = (spec.model, spec.batch_size, spec.comm, spec.gpu_type, spec.tasks[0].demand,
-                     spec.tasks[-1].demand, w, p)
+        shape_key = (self._shape_of(spec), w, p)
         t = self._iter.get(shape_key)
         if t is None:
             from dataclasses import replace
@@ -131,15 +177,13 @@ class Optimus:
             pl = packed_placement(trial, cluster)
             t = math.inf if pl is None else sm.isolated_iter_time(trial, pl)
             self._iter[shape_key] = t
-        self._iter[key] = t
         return t
 
     def iter_time(self, rec, w: int, p: int, cluster) -> float:
         if w <= 0:
             return math.inf
         if self.speed == "oracle":
-            t = self._iter.get((rec.job_id, w, p))
-            return t if t is not None and self._cluster is cluster else self.oracle_iter_time(rec.spec, w, p, cluster)
+            return self.oracle_iter_time(rec.spec, w, p, cluster)
         from dlsched.policies.actions.optimus_fit import fitted_iter_time
         return fitted_iter_time(self, rec, w, p, cluster)
 
@@ -258,24 +302,35 @@ class Optimus:
                 alloc[rec.job_id] = [0, 0]
 
         heap: list = []
-        iter_time = self.iter_time
+        oracle = self.speed == "oracle"
+        cache = self._iter
+        shapes = {jid: self._shape_of(e[0].spec) for jid, e in elastic.items()} if oracle else {}
+
+        def iter_time(rec, w, p):
+            if oracle:
+                t = cache.get((shapes[rec.job_id], w, p))
+                if t is not None:
+                    return t
+            return self.iter_time(rec, w, p, cluster)
 
         def push(jid: str) -> None:
             rec, kw, kp, cap_w, has_ps = elastic[jid]
             w, p = alloc[jid]
-            t0 = iter_time(rec, w, p, cluster)
+            t0 = iter_time(rec, w, p)
             if w < cap_w:
-                g = (t0 - iter_time(rec, w + 1, p, cluster)) * kw
+                g = (t0 - iter_time(rec, w + 1, p)) * kw
                 if g > 0:
-                    heap.append((-g, jid, 0, w, p))
+                    heappush(heap, (-g, jid, 0, w, p))
             if has_ps and p < w:                   # never more PS than workers
-                g = (t0 - iter_time(rec, w, p + 1, cluster)) * kp
+                g = (t0 - iter_time(rec, w, p + 1)) * kp
                 if g > 0:
-                    heap.append((-g, jid, 1, w, p))
+                    heappush(heap, (-g, jid, 1, w, p))
 
+        heappush = list.append                     # the first pushes: heapify once after
         for jid in elastic:
             push(jid)
         heapq.heapify(heap)
+        heappush = heapq.heappush
         while heap:
             _, jid, role, w, p = heapq.heappop(heap)
             a = alloc[jid]
@@ -288,10 +343,7 @@ class Optimus:
                 continue                           # does not fit any more (resources only shrink)
             a[role] += 1
             take(v, dims)
-            n = len(heap)
             push(jid)
-            for k in range(n, len(heap)):
-                heapq._siftdown(heap, 0, k)
         self.last_alloc = {jid: tuple(a) for jid, a in alloc.items()}
         self._apply(ctx, jobs, alloc)
 
@@ -313,9 +365,14 @@ class Optimus:
             elif w > 0:
                 moving.append((rec, w, p, None, None))
         moving.sort(key=lambda m: (m[1] + m[2], m[0].submit_time_s, m[0].job_id))
+        if not moving:
+            return
+        pool = _GpuPool(txn.free, ctx.snap.up)
         for rec, w, p, old, demands in moving:
             tasks = job_tasks(rec.spec, w, p) if (w, p) != shape(rec.tasks) else rec.tasks
-            if self._place(ctx, rec.job_id, tasks):
+            ok = self._place(ctx, rec.job_id, tasks, pool)
+            pool.update(tp.node for tp in txn.reserved(rec.job_id))
+            if ok:
                 if tasks is rec.tasks and old is None:
                     txn.commit(rec.job_id, total_tasks=len(tasks), already_placed=0, gang=True,
                                resume=rec.state is JobState.SUSPENDED)
@@ -329,56 +386,59 @@ class Optimus:
                     else:
                         txn.hold(old, demands)
                         txn.release(rec.job_id, old, demands)
+                    pool.update(tp.node for tp in old)
 
     # -- placement --------------------------------------------------------------------------------
-    def _place(self, ctx, job_id: str, tasks) -> bool:
-        """Reserve every task or nothing (returns whether all were placed)."""
+    def _place(self, ctx, job_id: str, tasks, pool: _GpuPool) -> bool:
+        """Reserve every task or nothing (returns whether all were placed). All-reduce jobs: the
+        most-free nodes first, each taking as many workers as it can (Pollux's chunks); the order
+        is fixed for the job, as taking from one node does not change the others."""
         txn = ctx.txn
-        free, up = txn.free, ctx.snap.up
+        free = txn.free
         workers = [t for t in tasks if t.role is not Role.PS]
         ps = [t for t in tasks if t.role is Role.PS]
         if ps:
-            return self._place_even(ctx, job_id, workers, ps)
-        demand = workers[0].vector
+            return self._place_even(ctx, job_id, workers, ps, pool)
+        d = workers[0].vector
+        dims = workers[0].dims
         todo = list(workers)
-        while todo:
-            ok = up & np.all(free >= demand - _EPS, axis=1)
-            if not ok.any():
-                txn.discard(job_id)
-                return False
-            cand = np.flatnonzero(ok)
-            node = int(cand[np.argmax(free[cand, GPU])])        # first max: lowest id among ties
-            pos = demand > _EPS
-            k = int(np.min(np.floor((free[node, pos] + _EPS) / demand[pos]))) if pos.any() else len(todo)
-            for t in todo[:max(k, 1)]:
-                txn.reserve(job_id, t, node)
-            todo = todo[max(k, 1):]
-        return True
+        need_gpus = int(math.ceil(d[GPU] - _EPS))
+        for n in pool.top(len(workers), d, dims, need_gpus):
+            k = min([int(math.floor((free[n, r] + _EPS) / d[r])) for r in dims] + [len(todo)])
+            txn.reserve_block(job_id, todo[:k], n)
+            todo = todo[k:]
+            if not todo:
+                return True
+        txn.discard(job_id)
+        return False
 
-    def _place_even(self, ctx, job_id: str, workers, ps) -> bool:
+    def _place_even(self, ctx, job_id: str, workers, ps, pool: _GpuPool) -> bool:
         """The fewest servers that hold the job with equal numbers of workers and of PS on each
-        (the most free servers by GPUs, then CPUs; remainders on the first ones)."""
+        (the servers with the most free GPUs, lowest id among equals; remainders on the first
+        ones)."""
         txn = ctx.txn
-        free, up = txn.free, ctx.snap.up
+        free = txn.free
         wd = workers[0].vector
         pd = ps[0].vector
-        order = np.flatnonzero(up)
-        order = order[np.lexsort((order, -free[order, 1], -free[order, GPU]))]
-        for k in range(1, len(order) + 1):
-            nodes = order[:k]
-            nw = [len(workers) // k + (i < len(workers) % k) for i in range(k)]
-            npp = [len(ps) // k + (i < len(ps) % k) for i in range(k)]
-            if all(np.all(free[n] + _EPS >= a * wd + b * pd) for n, a, b in zip(nodes, nw, npp)):
+        nw, npp = len(workers), len(ps)
+        low = np.minimum(wd, pd)
+        top = pool.top(nw + npp, low, tuple(np.flatnonzero(low > _EPS).tolist()), 0)
+        if not top:
+            return False
+        gw = wd[GPU]
+        most = float(free[top[0], GPU])
+        k0 = max(1, int(np.ceil(nw * gw / most - _EPS))) if gw > _EPS and most > _EPS else 1
+        for k in range(k0, len(top) + 1):
+            nodes = top[:k]
+            aw = [nw // k + (i < nw % k) for i in range(k)]
+            ap = [npp // k + (i < npp % k) for i in range(k)]
+            if all(np.all(free[n] + _EPS >= a * wd + b * pd) for n, a, b in zip(nodes, aw, ap)):
                 wi = pi = 0
-                for n, a, b in zip(nodes, nw, npp):
-                    for t in workers[wi:wi + a]:
-                        txn.reserve(job_id, t, int(n))
-                    for t in ps[pi:pi + b]:
-                        txn.reserve(job_id, t, int(n))
+                for n, a, b in zip(nodes, aw, ap):
+                    txn.reserve_block(job_id, workers[wi:wi + a], n)
+                    txn.reserve_block(job_id, ps[pi:pi + b], n)
                     wi, pi = wi + a, pi + b
                 return True
-            if k >= len(workers) + len(ps):
-                break
         return False
 
     def act(self, ctx) -> None:

@@ -70,13 +70,29 @@ class WorkEstimate:
         return float(spec.iterations) * iter_s * gpus
 
 
+_SORTED: dict = {}
+
+
+def _sorted_nodes(cluster, gpu_type):
+    """The cluster's nodes (of one GPU type) by GPUs, most first, lowest id among equals; cached
+    per cluster object."""
+    key = (id(cluster), gpu_type)
+    hit = _SORTED.get(key)
+    if hit is None or hit[0] is not cluster:
+        nodes = [n for n in cluster.nodes if gpu_type is None or n.gpu_type == gpu_type]
+        nodes.sort(key=lambda n: (-n.gpus, n.node_id))
+        if len(_SORTED) > 64:
+            _SORTED.clear()
+        hit = _SORTED[key] = (cluster, nodes)
+    return hit[1]
+
+
 def packed_placement(spec, cluster) -> tuple[TaskPlacement, ...] | None:
     """The job's workers on as few nodes as possible (most GPUs first, lowest id among equals),
     parameter servers and GPU-less workers on the first node used; None when it cannot fit."""
-    nodes = [n for n in cluster.nodes if spec.gpu_type is None or n.gpu_type == spec.gpu_type]
+    nodes = _sorted_nodes(cluster, spec.gpu_type)
     if not nodes:
         return None
-    nodes.sort(key=lambda n: (-n.gpus, n.node_id))
     out = []
     i, used = 0, 0          # node index, GPUs used on it
     for t in spec.tasks:

@@ -42,18 +42,16 @@ the backend's restart delay (a resumed job attains service while it restores, so
 thresholds it is demoted and preempted before it trains at all, then promoted back again): set
 the `preempt` action's min_run_s above the restart delay, so that every run makes progress.
 
-Profile `tiresias`: this order + fits + first fit + the `preempt` action, gang, not blocking
-(Pollux's walk skips a job that does not fit), a round every 60 s (Pollux's `--interval 60`).
-Placement: Pollux puts a job's replicas on the nodes with the most free GPUs (consolidation).
-Neither per-task scorer reproduces that; first fit keeps jobs on fewer nodes than bin packing
-(resource_allocation most_allocated fills the fullest nodes' last GPUs first): on pollux-6,
-2.9 vs 3.4 nodes per placement (a packed placement would need 2.1 on average), so first fit.
+Profile `tiresias`: this order + fits + `most_free` placement + the `preempt` action, gang, not
+blocking (Pollux's walk skips a job that does not fit), rounds only at multiples of 60 s
+(`round_s: 60`, `event_rounds: false`: Pollux's `--interval 60` loop; an arrival or a finish
+waits for the next multiple). Placement: Pollux puts a job's replicas chunk by chunk on the node
+with the most free GPUs; the `most_free` scorer does the same task by task (see its module).
 
-Other differences from Pollux's simulator, outside this order: Pollux keeps its queues as lists
-in order of entry (a demoted job goes to the back of queue 1), we order a queue by submission
-(the paper's FIFO); Pollux schedules only every 60 s, dlsched also runs a round at every arrival
-and finish (a new job may start at once instead of at the next interval); Pollux charges its
-30 s restart (`rescale_time = 30`) on the first start too, dlsched only on a resume.
+Remaining differences from Pollux's simulator: Pollux keeps its queues as lists in order of
+entry (a demoted job goes to the back of queue 1), we order a queue by submission (the paper's
+FIFO); Pollux charges its 30 s restart (`rescale_time = 30`) on the first start too - in dlsched
+that is the backend's start_delay_s (default 0; the pollux-fidelity experiment sets 30).
 
 Per-job state (when the job last started, when it last stopped, the length of its last run, its
 promotion base) is kept here, keyed by job_id, and updated from what the order observes: at
@@ -165,6 +163,6 @@ class TiresiasOrder:
 register_profile(ProfileSpec(
     name="tiresias", source="Gu et al., NSDI 2019 (Tiresias); Pollux's Tiresias baseline (petuum/adaptdl)",
     description="Tiresias discretised 2D-LAS: queues by attained GPU-seconds (Pollux's threshold: "
-                "16 GPU-hours), FIFO in a queue, lower queues preempted every 60 s; gang, first fit",
+                "16 GPU-hours), FIFO in a queue, lower queues preempted every 60 s; gang, most-free nodes",
     order="tiresias", filters=("fits",), scores=(("most_free", 1.0),), actions=("preempt",),
     gang=True, blocking=False, round_s=60.0, event_rounds=False))
