@@ -110,6 +110,17 @@ class Cluster:
     def max_gpus_per_node(self) -> int:
         return max((n.gpus for n in self.nodes), default=0)
 
+    def gpu_group(self, node: int, gpu: int) -> int:
+        """The GPU affinity group (PCIe switch / socket) of GPU slot `gpu` of `node`; 0 when the
+        node has no groups (gpus_per_group 0: all its GPUs are alike)."""
+        size = self.nodes[node].gpus_per_group
+        return gpu // size if size > 0 else 0
+
+    def gpu_groups(self, node: int, gpu_ids) -> set[int]:
+        """The affinity groups a set of GPU slots of `node` spans."""
+        size = self.nodes[node].gpus_per_group
+        return {g // size for g in gpu_ids} if size > 0 else {0}
+
     @property
     def total_gpus(self) -> int:
         return int(sum(n.gpus for n in self.nodes))
@@ -187,6 +198,9 @@ def cluster_from_dict(spec: Any, *, file: str | None = None, name: str | None = 
             raise ConfigError(f"{gpath}.count", f"must be >= 1, got {v['count']}", file=file)
         if v["gpus"] > 0 and v["gpu_mem_gb"] <= 0:
             raise ConfigError(f"{gpath}.gpu_mem_gb", "must be > 0 when the node has GPUs", file=file)
+        if v["gpus_per_group"] and (v["gpus"] == 0 or v["gpus"] % v["gpus_per_group"]):
+            raise ConfigError(f"{gpath}.gpus_per_group", f"must divide gpus ({v['gpus']}) into equal "
+                              f"affinity groups, got {v['gpus_per_group']}", file=file)
         if v["nic_gbps"] <= 0:
             raise ConfigError(f"{gpath}.nic_gbps", "must be > 0", file=file)
         if v["rack"] is not None and v["nodes_per_rack"] is not None:
@@ -245,6 +259,14 @@ def _seed002() -> dict:
         {"count": 2, "gpus": 2, "name_prefix": "v100x2-", **common}]}
 
 
+def _seed001() -> dict:
+    # Optimus's evaluation (seed 001) names no cluster; ours: 16 servers x 4 P100 (the paper's
+    # testbed GPUs are of that class), 32 cores, 128 GB, 10 Gbps, one rack.
+    return {"name": "seed001", "rack_uplink_gbps": 40, "node_groups": [
+        {"count": 16, "gpus": 4, "gpu_type": "P100", "gpu_mem_gb": 16, "cpus": 32, "mem_gb": 128,
+         "disk_mbps": 1000, "nic_gbps": 10, "gpu_link_gbps": 100, "rack": "r0"}]}
+
+
 def _liquid(n: int) -> dict:
     # Seed 003 (Liquid): nodes of 2 T4; 5 nodes per rack so that rack cost matters at 10+ nodes.
     return {"name": f"liquid-{n}", "rack_uplink_gbps": 25, "node_groups": [
@@ -274,6 +296,7 @@ def _philly() -> dict:
 
 PRESETS: dict[str, Any] = {
     "seed000": _seed000,
+    "seed001": _seed001,
     "seed002": _seed002,
     "pollux": _pollux,
     "philly": _philly,
@@ -282,7 +305,7 @@ PRESETS: dict[str, Any] = {
 
 
 def load_cluster(ref: str | Path | Cluster) -> Cluster:
-    """A preset name (seed000, seed002, liquid-N, pollux, philly) or a YAML file."""
+    """A preset name (seed000, seed001, seed002, liquid-N, pollux, philly) or a YAML file."""
     if isinstance(ref, Cluster):
         return ref
     s = str(ref)

@@ -9,6 +9,13 @@ submit), mean / median / p95 / p99 JCT, mean wait, GPU utilisation (time-average
 GPUs over the makespan, divided by the cluster's GPUs) and effective utilisation (GPUs of jobs
 making progress), NIC and cross-rack bytes, scheduling time (wall clock in policy code), and
 partial_hold_gpu_s: GPU-seconds held by gang jobs still waiting for the rest of their workers.
+
+Switching (Gandiva's mechanisms, and every preemptive policy): time to first progress per job
+(first_progress_s - submit; mean_ttfp_s, median_ttfp_s, p95_ttfp_s over the jobs that made any
+progress: early feedback for hyper-parameter search), suspensions, resumes and migrations, and
+the time lost to them: switch_lost_s (seconds jobs held resources without progress while
+restarting), switch_lost_gpu_s (the same in GPU-seconds) and switch_lost_frac (switch_lost_gpu_s
+over the GPU-seconds held).
 """
 from __future__ import annotations
 
@@ -93,7 +100,8 @@ def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload
     cols: dict[str, list] = {k: [] for k in (
         "job_id", "state", "submit_s", "first_start_s", "finish_s", "wait_s", "jct_s", "run_s", "gpus",
         "workers", "model", "user", "priority", "preemptions", "migrations", "deadline_s", "deadline_met",
-        "gpu_s", "nic_bytes", "cross_rack_bytes", "first_progress_s")}
+        "gpu_s", "nic_bytes", "cross_rack_bytes", "first_progress_s", "ttfp_s", "suspends", "resumes",
+        "switch_lost_s", "switch_lost_gpu_s")}
     for r in recs:
         s = r.spec
         st = backend.job_stats(s.job_id)
@@ -120,6 +128,11 @@ def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload
         cols["nic_bytes"].append(st["nic_bytes"])
         cols["cross_rack_bytes"].append(st["cross_rack_bytes"])
         cols["first_progress_s"].append(_nan(st["first_progress_s"]))
+        cols["ttfp_s"].append(_nan(st["first_progress_s"]) - s.submit_time_s)
+        cols["suspends"].append(int(st.get("suspends", r.preemptions)))
+        cols["resumes"].append(int(st.get("resumes", 0)))
+        cols["switch_lost_s"].append(float(st.get("switch_lost_s", 0.0)))
+        cols["switch_lost_gpu_s"].append(float(st.get("switch_lost_gpu_s", 0.0)))
     jobs = pd.DataFrame(cols)
     tl = pd.DataFrame(scheduler.timeline, columns=["time_s", "allocated_gpus", "effective_gpus", "partial_gpus",
                                                    "running_jobs", "queued_jobs"])
@@ -135,12 +148,21 @@ def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload
     t = tl.time_s.to_numpy(dtype=float)
     alloc_s = _integral(t, tl.allocated_gpus.to_numpy(dtype=float), t0, t1)
     eff_s = _integral(t, tl.effective_gpus.to_numpy(dtype=float), t0, t1)
+    if hasattr(backend, "effective_gpu_s"):
+        # Exact: the simulator integrates it itself (the timeline misses the end of restores);
+        # nothing makes progress before the first submission or after the run.
+        eff_s = backend.effective_gpu_s()
     partial_s = _integral(t, tl.partial_gpus.to_numpy(dtype=float), t0, max(t1, float(t[-1]) if len(t) else t1))
     with_deadline = jobs[jobs.deadline_s.notna()]
     rounds = np.asarray([w for _, w, _ in scheduler.rounds], dtype=float)
 
     def pct(q):
         return float(np.percentile(jct, q)) if len(jct) else None
+
+    ttfp = jobs.ttfp_s.to_numpy(dtype=float)
+    ttfp = ttfp[~np.isnan(ttfp)]
+    held_gpu_s = float(jobs.gpu_s.sum())
+    lost_gpu_s = float(jobs.switch_lost_gpu_s.sum())
 
     summary = {
         "policy": policy, "cluster": cluster_name, "workload": workload_name,
@@ -163,6 +185,14 @@ def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload
         "gpu_s_held": float(jobs.gpu_s.sum()),
         "preemptions": int(jobs.preemptions.sum()),
         "migrations": int(jobs.migrations.sum()),
+        "suspensions": int(jobs.suspends.sum()),
+        "resumes": int(jobs.resumes.sum()),
+        "switch_lost_s": float(jobs.switch_lost_s.sum()),
+        "switch_lost_gpu_s": lost_gpu_s,
+        "switch_lost_frac": lost_gpu_s / held_gpu_s if held_gpu_s > 0 else 0.0,
+        "mean_ttfp_s": float(ttfp.mean()) if len(ttfp) else None,
+        "median_ttfp_s": float(np.median(ttfp)) if len(ttfp) else None,
+        "p95_ttfp_s": float(np.percentile(ttfp, 95)) if len(ttfp) else None,
         "deadline_jobs": int(len(with_deadline)),
         "deadline_hit_rate": (float(with_deadline.deadline_met.astype(bool).mean())
                               if len(with_deadline) else None),

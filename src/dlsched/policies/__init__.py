@@ -7,6 +7,7 @@ from dlsched.policies.place import tetris, resource_allocation, colocate  # noqa
 from dlsched.policies import profiles  # noqa: F401
 from dlsched.policies.order import drf  # noqa: F401
 from dlsched.policies.actions import gandiva_place  # noqa: F401
+from dlsched.policies.actions import gandiva_timeslice, gandiva_pack, gandiva_migrate, gandiva_grow  # noqa: F401,E501
 from dlsched.policies.place import liquid  # noqa: F401
 from dlsched.policies.place import most_free  # noqa: F401
 from dlsched.policies.actions import optimus  # noqa: F401

@@ -16,3 +16,18 @@ register_profile(ProfileSpec(
     name="fifo-backfill", source="baseline",
     description="FIFO order + first fit, gang, later jobs may start when the head does not fit",
     order="fifo", filters=("fits",), scores=(("first_fit", 1.0),), gang=True, blocking=False))
+
+register_profile(ProfileSpec(
+    name="gandiva", source="Xiao et al., OSDI 2018 (seed 001)",
+    description="Gandiva's introspective mode: reactive getNodes placement; under overload jobs "
+                "time-slice GPUs (60 s quanta) instead of queueing; light time-sliced jobs are packed "
+                "while that beats slicing; time-sliced jobs migrate to freed GPUs and the cluster is "
+                "defragmented for multi-GPU jobs; idle GPUs grow jobs that scale; gang",
+    order="fifo", filters=("fits",), scores=(("first_fit", 1.0),),
+    # before placement, in this order: move time-sliced jobs to freed GPUs and defragment; pack
+    # (or unpack) time-sliced jobs; end time-slice turns; shrink grown jobs for waiting ones;
+    # place (getNodes, no concurrent over-subscription: time slicing replaces it). After
+    # placement: time slicing admits the jobs left waiting, then grow.
+    actions=("gandiva_migrate", "gandiva_pack", "gandiva_timeslice", "gandiva_grow", "gandiva_place"),
+    gang=True, blocking=False, round_s=60.0,
+    params={"gandiva_place": {"oversubscribe": False}}))

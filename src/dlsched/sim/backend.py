@@ -13,6 +13,21 @@ duration_s.
 
 Costs: resuming, migrating or resizing a DL job makes it hold its new resources without
 progress for `restart_delay_s` (checkpoint restore, process start).
+
+Switch costs carried by a decision (Gandiva's mechanisms, dlsched.policies.actions.gandiva_common):
+a decision with a `cost` (a dlsched.workload.packing.SwitchCost) replaces restart_delay_s:
+- Suspend: the job first finishes its current mini-batch (w = the rest of the iteration / rate;
+  the progress is credited), then copies its GPU memory to the host (c_out = fixed_s +
+  checkpoint bytes / host bandwidth). Its resources are free at once for the plan's next
+  decisions, but its GPUs are busy until now + w + c_out: whoever takes them next starts then.
+- Resume: restore = c_in (same copy back), after the GPUs and the job's own checkpoint are free.
+  Launch: no restore, but it also waits for busy GPUs.
+- Migrate / Resize: checkpoint (w + c_out), move it over the NIC when a server changes
+  (bytes / NIC), restart the process (restart_s) and restore (c_in).
+A decision with `packed = True` runs its job in packing mode: jobs sharing a GPU with a packed
+job each run at packing.packed_factor (Table 1's model) instead of the interference factor.
+Lost time (job_stats switch_lost_s): the seconds a job held resources without progress because
+of a restart (restore, waiting for its GPUs' previous job to checkpoint, restart_delay_s).
 """
 from __future__ import annotations
 
@@ -25,6 +40,7 @@ from dlsched.core.types import (GPU, JobSpec, Launch, Migrate, Plan, Resize, Res
                                 TaskPlacement, TaskSpec)
 from dlsched.scheduler import events as ev
 from dlsched.sim.engine import P_ARRIVAL, P_FINISH, P_NODE, P_RATE, P_TICK, EventHeap
+from dlsched.workload.packing import packed_factor
 from dlsched.workload.speed import JobComm, SpeedModel, SpeedParams, max_min_shares
 
 
@@ -86,6 +102,17 @@ class _Run:
     done_tasks: int = 0
     finished: bool = False
     first_progress_s: float | None = None
+    # Switch costs (decisions that carry a `cost`) and their counters.
+    restore_s: float | None = None   # next restart's delay, set by a costed decision
+    start_after: float = 0.0         # next restart waits for this (checkpoints still running)
+    packed: bool = False             # placed in packing mode (Gandiva)
+    suspends: int = 0
+    resumes: int = 0
+    lost_s: float = 0.0              # held without progress while restarting
+    lost_gpu_s: float = 0.0
+    last_nodes: tuple[int, ...] = ()  # where it last ran (its checkpoint), set when stopped
+    share: int = 1                   # jobs on its GPUs, itself included (effective GPUs / share)
+    eff_gpus: float = 0.0            # its part of the effective GPUs now
 
     @property
     def whole(self) -> bool:
@@ -116,11 +143,14 @@ class SimBackend:
         self._touched: set[str] = set()
         self._net_touched = False
         self._effective = 0.0
+        self._eff_gpu_s = 0.0      # integral of _effective up to _eff_t (exact, between samples too)
+        self._eff_t = 0.0
         self._partial = 0.0
         self._partial_jobs: set[str] = set()
         self.log: list[tuple] = []
         self.record_rates = record_rates
         self._ticks: set[float] = set()
+        self._gpu_free_at: dict[tuple[int, int], float] = {}   # GPU slot -> end of a checkpoint
         for job in jobs:
             self.heap.push(float(job.submit_time_s), P_ARRIVAL, _Arrive(job))
         for t, node, up in node_events:
@@ -141,16 +171,29 @@ class SimBackend:
     def usage(self) -> tuple[float, float, float]:
         return self.state.allocated_gpus(), self._effective, self._partial
 
+    def effective_gpu_s(self) -> float:
+        """GPU-seconds held by jobs making progress, from the start to now. Exact: the timeline's
+        samples miss the rate changes the scheduler does not see (the end of a restore)."""
+        return self._eff_gpu_s + self._effective * (self._now - self._eff_t)
+
+    def _add_effective(self, delta: float) -> None:
+        self._eff_gpu_s += self._effective * (self._now - self._eff_t)
+        self._eff_t = self._now
+        self._effective += delta
+
     def job_stats(self, job_id: str) -> dict:
         r = self.runs.get(job_id)
         if r is None:
-            return {"gpu_s": 0.0, "nic_bytes": 0.0, "cross_rack_bytes": 0.0, "first_progress_s": None}
+            return {"gpu_s": 0.0, "nic_bytes": 0.0, "cross_rack_bytes": 0.0, "first_progress_s": None,
+                    "suspends": 0, "resumes": 0, "switch_lost_s": 0.0, "switch_lost_gpu_s": 0.0}
         self._advance(r, self._now)
         gpu_s = r.gpu_s + r.hold_gpus * (self._now - r.hold_since)
-        return {"gpu_s": gpu_s, "nic_bytes": r.nic_bytes, "cross_rack_bytes": r.cross_rack_bytes,
-                # work left (iterations, or seconds at the ideal placement) and its current rate
-                "remaining": r.remaining, "rate": r.rate,
-                "first_progress_s": r.first_progress_s}
+        st = {"gpu_s": gpu_s, "nic_bytes": r.nic_bytes, "cross_rack_bytes": r.cross_rack_bytes,
+              # work left (iterations, or seconds at the ideal placement) and its current rate
+              "remaining": r.remaining, "rate": r.rate,
+              "first_progress_s": r.first_progress_s, "suspends": r.suspends, "resumes": r.resumes,
+              "switch_lost_s": r.lost_s, "switch_lost_gpu_s": r.lost_gpu_s}
+        return st
 
     def poll(self) -> list | None:
         """Pop every event at the next time; return those the Scheduler must see."""
@@ -177,25 +220,51 @@ class SimBackend:
         now = self._now
         for d in plan.ordered():
             r = self.runs[d.job_id]
+            cost = getattr(d, "cost", None)   # a switch cost carried by the decision (Gandiva)
             if isinstance(d, Suspend):
+                if cost is not None:
+                    self._checkpoint(r, now, cost)
                 self._stop(r, now)
+                r.suspends += 1
             elif isinstance(d, Launch):
                 if self.start_delay_s > 0 and not r.placements:
                     r.starting = True
+                if cost is not None:
+                    self._costed_start(r, d.placements, now, 0.0)
+                r.packed = bool(getattr(d, "packed", False))
                 self._take(r, d.placements, now)
             elif isinstance(d, Resume):
                 r.restoring = True
+                if cost is not None:
+                    delay = cost.copy_s(r.spec.model)
+                    new = {tp.node for tp in d.placements}
+                    if r.last_nodes and not new <= set(r.last_nodes):   # resumed on another server
+                        nic = min(self.cluster.nodes[n].nic_gbps for n in sorted(new | set(r.last_nodes)))
+                        delay += cost.restart_s + cost.transfer_s(r.spec.model, nic)
+                    self._costed_start(r, d.placements, now, delay)
+                r.packed = bool(getattr(d, "packed", False))
+                r.resumes += 1
                 self._take(r, d.placements, now)
-            elif isinstance(d, Migrate):
-                self._stop(r, now)
-                r.restoring = True
-                self._take(r, d.placements, now)
-            elif isinstance(d, Resize):
+            elif isinstance(d, (Migrate, Resize)):
+                # A suspended job's checkpoint lies where it last ran.
+                old = {tp.node for tp in r.placements.values()} or set(r.last_nodes)
                 fresh = not r.placements and r.version == 0   # never placed: its first start
+                if cost is not None and r.placements:
+                    self._checkpoint(r, now, cost)
                 self._stop(r, now)
-                r.tasks = d.tasks
+                if isinstance(d, Resize):
+                    r.tasks = d.tasks
                 r.restoring = not fresh
                 r.starting = fresh and self.start_delay_s > 0
+                if cost is not None:
+                    new = {tp.node for tp in d.placements}
+                    moved = sorted(new - old)
+                    nic = min((self.cluster.nodes[n].nic_gbps for n in sorted(old | new)), default=1.0)
+                    delay = cost.restart_s + cost.copy_s(r.spec.model)
+                    if moved:
+                        delay += cost.transfer_s(r.spec.model, nic)
+                    self._costed_start(r, d.placements, now, delay)
+                r.packed = False
                 self._take(r, d.placements, now)
             else:  # pragma: no cover - Plan only holds the decision types above
                 raise TypeError(f"unknown decision {d!r}")
@@ -273,7 +342,7 @@ class SimBackend:
                 users.append(r.spec.job_id)
             if task.duration_s is not None and r.spec.kind == "tasks":
                 self.heap.push(now + task.duration_s, P_FINISH, _TaskDone(r.spec.job_id, tp.task, r.version))
-                self._effective += task.demand[GPU]
+                self._add_effective(task.demand[GPU])
                 if r.first_progress_s is None:
                     r.first_progress_s = now
         if r.spec.kind == "dl":
@@ -292,12 +361,46 @@ class SimBackend:
             if not lst:
                 del self._gpu_jobs[(tp.node, g)]
         if r.spec.kind == "tasks":
-            self._effective -= task.demand[GPU]
+            self._add_effective(-task.demand[GPU])
+
+    def _checkpoint(self, r: _Run, now: float, cost) -> None:
+        """A costed suspend: finish the current mini-batch, then copy GPU memory to the host.
+        The job's GPUs (and the job itself) are busy until both are done."""
+        w = 0.0
+        if cost.boundary and r.rate > 0 and r.prof is not None and r.spec.kind == "dl":
+            unit = 1.0 if r.prof.iteration_based else r.prof.ideal_iter_s
+            total = r.spec.iterations if r.spec.iterations is not None else (r.spec.duration_s or 0.0)
+            self._advance(r, now)
+            done = total - r.remaining
+            left = (unit - done % unit) % unit           # rest of the mini-batch in progress
+            if 1e-9 < left < r.remaining - 1e-9 and unit - left > 1e-9:
+                w = left / r.rate
+                self._advance(r, now + w)                # credit the whole mini-batch
+                r.last_t = now
+        busy = now + w + cost.copy_s(r.spec.model)
+        r.start_after = max(r.start_after, busy)
+        for tp in r.placements.values():
+            for g in tp.gpu_ids:
+                key = (tp.node, g)
+                if self._gpu_free_at.get(key, 0.0) < busy:
+                    self._gpu_free_at[key] = busy
+
+    def _costed_start(self, r: _Run, placements, now: float, restore_s: float) -> None:
+        """The next (re)start of `r` on `placements` begins when its GPUs and its own checkpoint
+        are free and then takes restore_s without progress."""
+        ready = max(now, r.start_after)
+        for tp in placements:
+            for g in tp.gpu_ids:
+                ready = max(ready, self._gpu_free_at.get((tp.node, g), 0.0))
+        r.restoring = True
+        r.restore_s = (ready - now) + restore_s
 
     def _stop(self, r: _Run, now: float) -> None:
         """Checkpoint (progress is kept) and free everything the job holds."""
         self._advance(r, now)
         self._set_rate(r, 0.0, now)
+        if r.placements:
+            r.last_nodes = tuple(sorted({tp.node for tp in r.placements.values()}))
         for tp in list(r.placements.values()):
             self._give(r, tp, now)
         r.placements.clear()
@@ -336,12 +439,16 @@ class SimBackend:
         r.last_t = now
 
     def _set_rate(self, r: _Run, rate: float, now: float) -> None:
+        if r.spec.kind == "dl":
+            # Effective GPUs: held by jobs making progress; a GPU that k progressing jobs share
+            # (packing, over-subscription) counts once: 1/k to each.
+            c = r.hold_gpus / r.share if rate > 0 else 0.0
+            if c != r.eff_gpus:
+                self._add_effective(c - r.eff_gpus)
+                r.eff_gpus = c
         if rate == r.rate:
             return
         self._advance(r, now)
-        if r.spec.kind == "dl":
-            g = r.hold_gpus
-            self._effective += (g if rate > 0 else 0.0) - (g if r.rate > 0 else 0.0)
         r.rate = rate
         r.version += 1
         if rate > 0:
@@ -356,12 +463,19 @@ class SimBackend:
         if not self._gpu_jobs:
             return f
         seen = set()
+        packed = r.packed
         for tp in r.placements.values():
             for g in tp.gpu_ids:
                 for other in self._gpu_jobs.get((tp.node, g), ()):
                     if other != r.spec.job_id and other not in seen:
                         seen.add(other)
-                        f *= self.speed.params.factor(r.spec.model, self.runs[other].spec.model)
+                        o = self.runs[other]
+                        packed = packed or o.packed
+                        f *= self.speed.params.factor(r.spec.model, o.spec.model)
+        r.share = 1 + len(seen)
+        if packed and seen:
+            # Packing mode (Gandiva): Table 1's model over everybody on the job's GPUs.
+            return packed_factor([r.spec.model, *(self.runs[o].spec.model for o in sorted(seen))])
         return f
 
     def _target_rate(self, r: _Run, shares) -> float:
@@ -382,6 +496,10 @@ class SimBackend:
             if r.whole and r.placements:
                 if r.restoring or r.starting:
                     delay = self.restart_delay_s if r.restoring else self.start_delay_s
+                    if r.restore_s is not None:   # a costed decision's own delay
+                        delay, r.restore_s = r.restore_s, None
+                    r.lost_s += delay
+                    r.lost_gpu_s += delay * r.hold_gpus
                     r.restoring = r.starting = False
                     r.restart_until = now + delay
                     if delay > 0:

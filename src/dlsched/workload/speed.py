@@ -31,6 +31,13 @@ with CONTENTION = 0.9 (cache and memory-bandwidth contention). Light models pack
 0.9 each, 1.8x aggregate), heavy ones lose a little to time slicing (two ResNet-50s: 0.47 each),
 the shape of Gandiva's Table 1 (seed 001).
 
+Intra-server locality (GPU affinity groups, Gandiva's Figure 1): a node may split its GPUs
+into affinity groups (`gpus_per_group`: GPUs under one PCIe switch or socket). An all-reduce
+inside one node whose GPUs span several groups goes through the CPU interconnect at
+CROSS_GROUP_FACTOR x the node's GPU link (0.4: about 4-5 GB/s across sockets against 10-12 GB/s
+under one PCIe switch; our assumption), so a 2-GPU job within one group runs faster than across
+groups. Nodes without groups (gpus_per_group 0, every preset) are unaffected.
+
 Jobs whose work is a duration from a trace (run time at the ideal placement) progress at
 rate ideal_t / t: 1.0 when packed on one node without contention, less when spread or
 contended. Jobs with no known model progress at rate 1 whatever their placement: the model has
@@ -58,6 +65,7 @@ GBPS = 1e9 / 8.0  # bytes/s per Gbps
 INTERFERENCE: dict[tuple[str, str], float] = {}
 CONTENTION = 0.9
 UNKNOWN_FACTOR = 0.5
+CROSS_GROUP_FACTOR = 0.4   # GPU link across affinity groups of one node, relative to within one
 
 
 @dataclass(frozen=True)
@@ -218,6 +226,9 @@ class SpeedModel:
             span = sorted({p.node for p in placements})
             if len(span) == 1:
                 local = vol / self._gpu_link[span[0]]
+                if nodes[span[0]].gpus_per_group and len(self.cluster.gpu_groups(
+                        span[0], [g for p in workers for g in p.gpu_ids])) > 1:
+                    local /= CROSS_GROUP_FACTOR    # across affinity groups (sockets)
             else:
                 for n in span:
                     link_bytes[n] = vol

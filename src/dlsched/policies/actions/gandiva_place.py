@@ -30,16 +30,22 @@ Only whole DL jobs with GPUs are placed here; bags of tasks, jobs without GPUs a
 jobs are left to the round's ordinary (first-fit) loop, which also retries the jobs left queued
 here and cannot place them either (nodes3 already covers every node with room).
 
-What is modelled, and what is not: time slicing between over-subscribed jobs is modelled by the
-simulator's interference factor for jobs sharing a GPU (dlsched.workload.speed), not by
-Gandiva's suspend/resume round-robin. Gandiva's introspective mode (profiling, packing,
-migration, grow-shrink) is a later issue; this module is the reactive mode only.
+Intra-server locality: on a node with GPU affinity groups (gpus_per_group), a job's GPUs are
+picked inside one group when they can be (the group its other workers use first, then the
+tightest group that holds them: gandiva_common.pick_gpus_affine).
+
+What is modelled, and what is not: with `oversubscribe`, jobs sharing a GPU run side by side
+at the simulator's interference factor (dlsched.workload.speed). Gandiva's suspend / resume
+round-robin is the gandiva_timeslice action (the `gandiva` profile turns this module's
+over-subscription off and lets time slicing do it); packing, migration and grow-shrink are
+gandiva_pack, gandiva_migrate and gandiva_grow.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from dlsched.core.types import GPU, Launch, Migrate, Resize, Resume, Suspend
+from dlsched.policies.actions.gandiva_common import pick_gpus_affine
 from dlsched.scheduler.framework import ProfileSpec, register, register_profile
 
 _EPS = 1e-9
@@ -113,8 +119,9 @@ class GandivaPlace:
         others = [t for t in tasks if t.demand[GPU] <= 0]
         order = nodes if over else self._packed_order(txn.free, nodes, workers)
         used: list[int] = []
-        for task in workers:
-            pick = self._pick_over(txn, task, order, used) if over else self._pick_free(txn, task, order)
+        for i, task in enumerate(workers):
+            pick = (self._pick_over(txn, task, order, used) if over
+                    else self._pick_free(txn, task, order, rec.job_id, sum(t.demand[GPU] for t in workers[i:])))
             if pick is None:
                 txn.discard(rec.job_id)
                 return False
@@ -144,12 +151,25 @@ class GandivaPlace:
         best = whole[np.argsort(free[whole, GPU], kind="stable")[0]]
         return np.concatenate(([best], by_free[by_free != best]))
 
-    def _pick_free(self, txn, task, order) -> tuple[int, tuple[int, ...]] | None:
-        """The first node in `order` whose free vector covers the task (GPUs included)."""
+    def _pick_free(self, txn, task, order, job_id: str = "", left: float = 0.0) -> tuple[int, tuple[int, ...]] | None:
+        """The first node in `order` whose free vector covers the task (GPUs included); its GPUs
+        inside one affinity group when the node has groups (the group chosen for all `left`
+        GPUs the job's workers still need there, as far as the node's free GPUs go)."""
         demand = task.vector
+        cluster = txn.snap.cluster
         for n in order:
             if (txn.free[n] >= demand - _EPS).all():
-                gpu_ids = txn.pick_gpus(int(n), task.demand[GPU])
+                gpu_ids = None
+                if cluster.nodes[int(n)].gpus_per_group:
+                    mine = [g for tp in txn.reserved(job_id) if tp.node == n for g in tp.gpu_ids]
+                    k = int(np.ceil(task.demand[GPU] - _EPS))
+                    free_k = int(np.sum(txn.gpu_load[n, :cluster.nodes[int(n)].gpus] == 0))
+                    want = max(k, min(int(np.ceil(left - _EPS)), free_k))
+                    gpu_ids = pick_gpus_affine(cluster, txn.gpu_load, int(n), want,
+                                               prefer=cluster.gpu_groups(int(n), mine) if mine else ())
+                    gpu_ids = None if gpu_ids is None else gpu_ids[:k]
+                if gpu_ids is None:
+                    gpu_ids = txn.pick_gpus(int(n), task.demand[GPU])
                 if self._under_cap(txn, int(n), gpu_ids):
                     return int(n), gpu_ids
         return None

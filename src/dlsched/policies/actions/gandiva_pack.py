@@ -1,0 +1,146 @@
+"""Gandiva's packing (Xiao et al., "Gandiva: Introspective Cluster Scheduling for Deep Learning",
+OSDI 2018; seed 001, "Gandiva Performance: Packing" and Table 1).
+
+"Jobs are initially being time-sliced on the same P40 GPU. After some time, the scheduler
+concludes that their memory and GPU core utilization is small enough that packing them is
+feasible and schedules them together on the GPU. The scheduler continues to profile their
+performance. Because their aggregate performance improves, packing is retained; otherwise,
+packing is undone and the jobs continue to use time-slicing."
+
+On a ring of gandiva_timeslice (jobs taking turns on the same GPUs), with members S:
+
+    feasible(S)  = |S| <= max_jobs  and  sum_{j in S} mem_j <= GPU memory
+                   and  sum_{j in S} u_j <= max_util          (peak memory, solo utilisation:
+                                                                dlsched.workload.packing)
+    pack         : every parked member starts on the ring's GPUs beside the holder (costed
+                   Launch / Resume with packed = True); the ring stops rotating
+    after window_s packed (the profiling window):
+        packed  = sum_j factor_j = |S| x min(1, 1 / sum_j c_j)      (aggregate, in solo speeds)
+        sliced  = 1 - (c_out + c_in) / quantum_s                     (one job at a time, less the
+                                                                      mean switch cost per turn)
+        packed > sliced x (1 + margin)  -> kept
+        otherwise                       -> undone: the members that joined are suspended
+                                           (costed) and the ring time-slices again; that mix of
+                                           models is not packed again
+
+Profiling is modelled: the simulator's speeds are deterministic, so the aggregate throughput a
+profiler would measure over the window is the packing model's (packing.packed_factor), which is
+what the simulator runs the jobs at. The window still costs what it costs: the jobs run packed
+(at the packed speed, good or bad) for window_s before the verdict. A mix found good is packed
+at once the next time it meets (no new trial).
+
+Default max_util = 1.0 (the jobs' utilisations must add up to one GPU: VAE, SuperResolution and
+the light zoo models pack; Table 1's heavy models never try). max_jobs = 2: with the default
+time-slicing max_load = 2 a GPU holds at most two jobs.
+"""
+from __future__ import annotations
+
+from dlsched.policies.actions.gandiva_common import find_action
+from dlsched.policies.actions.gandiva_timeslice import GandivaTimeslice
+from dlsched.scheduler.core import JobState
+from dlsched.scheduler.framework import register
+from dlsched.workload.packing import gpu_mem_gb, gpu_util, packed_factor
+
+_EPS = 1e-9
+
+
+def _mix(models) -> tuple:
+    return tuple(sorted(str(m) for m in models))
+
+
+@register("action", "gandiva_pack", source="Xiao et al., OSDI 2018 (Gandiva, seed 001 Table 1)")
+class GandivaPack:
+    """Gandiva packing: time-sliced jobs light enough run together; kept when faster than slicing."""
+
+    def __init__(self, max_util: float = 1.0, max_jobs: int = 2, window_s: float = 120.0,
+                 margin: float = 0.0, enabled: bool = True) -> None:
+        if max_util <= 0:
+            raise ValueError(f"max_util must be > 0, got {max_util}")
+        if max_jobs < 2:
+            raise ValueError(f"max_jobs must be >= 2, got {max_jobs}")
+        if window_s < 0:
+            raise ValueError(f"window_s must be >= 0, got {window_s}")
+        self.enabled = bool(enabled)
+        self.max_util = float(max_util)
+        self.max_jobs = int(max_jobs)
+        self.window_s = float(window_s)
+        self.margin = float(margin)
+        self.kept: set[tuple] = set()      # model mixes whose packing was retained
+        self.undone: set[tuple] = set()    # ... and those whose packing was undone
+        self.log: list[tuple] = []         # (time, ring members, mix, "pack" | "kept" | "undone")
+
+    def act(self, ctx) -> None:
+        """Nothing after placement: packing is decided before it (see before_place)."""
+
+    def before_place(self, ctx) -> None:
+        """Judge the packs whose window is over, pack the rings that qualify. Runs before the
+        time-slicing rotation (the profile lists gandiva_pack first), so a ring is packed
+        instead of starting another turn."""
+        ts = find_action(ctx, GandivaTimeslice)
+        if ts is None or not self.enabled:
+            return
+        for ring in list(ts.rings.values()):
+            run = [m for m in ring.members if self._on_home(ctx, ring, m)]
+            if len(run) >= 2:
+                self._judge(ctx, ts, ring, run)
+            elif len(run) == 1:
+                self._try_pack(ctx, ts, ring, run[0])
+
+    @staticmethod
+    def _on_home(ctx, ring, job_id: str) -> bool:
+        rec = ctx.jobs.get(job_id)
+        return (rec is not None and rec.state is JobState.RUNNING and job_id not in ctx.txn.released
+                and frozenset(rec.placed.values()) == ring.home_set)
+
+    def _sliced(self, ts, models) -> float:
+        """Time-sliced aggregate throughput in solo speeds: one job at a time, less the mean
+        suspend + resume per turn."""
+        switch = sum(2 * ts.cost.copy_s(m) for m in models) / len(models)
+        return max(0.0, 1.0 - switch / ts.quantum_s)
+
+    def _judge(self, ctx, ts, ring, run) -> None:
+        if ring.pack_verdict or ring.packed_since is None:
+            return
+        if ctx.now - ring.packed_since < self.window_s - _EPS:
+            return
+        models = [ctx.jobs[m].spec.model for m in run]
+        packed = len(models) * packed_factor(models)
+        mix = _mix(models)
+        if packed > self._sliced(ts, models) * (1 + self.margin):
+            ring.pack_verdict = "kept"
+            self.kept.add(mix)
+            self.log.append((ctx.now, tuple(run), mix, "kept"))
+            return
+        for m in run[1:]:
+            rec = ctx.jobs[m]
+            if m not in ctx.txn.released and m not in ctx.txn.decided:
+                ts.suspend(ctx, rec)
+        ring.members = [run[0]] + [m for m in ring.members if m != run[0]]
+        ring.packed_since = None
+        ring.since = ctx.now
+        self.undone.add(mix)
+        self.log.append((ctx.now, tuple(run), mix, "undone"))
+
+    def _try_pack(self, ctx, ts, ring, holder: str) -> None:
+        parked = [m for m in ring.members if m != holder and m in ctx.jobs and not ctx.jobs[m].placed
+                  and ctx.jobs[m].state in (JobState.PENDING, JobState.SUSPENDED)
+                  and m not in ctx.txn.decided and m not in ctx.txn.released]
+        if not parked or len(parked) + 1 != len(ring.members) or len(ring.members) > self.max_jobs:
+            return
+        group = [holder, *parked]
+        models = [ctx.jobs[m].spec.model for m in group]
+        mix = _mix(models)
+        if mix in self.undone:
+            return
+        cluster = ctx.snap.cluster
+        mem = min(cluster.nodes[tp.node].gpu_mem_gb for tp in ring.home if tp.gpu_ids)
+        if sum(gpu_mem_gb(m) for m in models) > mem + _EPS:
+            return
+        if sum(gpu_util(m) for m in models) > self.max_util + _EPS:
+            return
+        started = [m for m in parked if ts.start(ctx, ring, m, packed=True)]
+        if not started:
+            return
+        ring.packed_since = ctx.now
+        ring.pack_verdict = "kept" if mix in self.kept else ""
+        self.log.append((ctx.now, (holder, *started), mix, "pack"))
