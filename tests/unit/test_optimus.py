@@ -35,6 +35,20 @@ def job(job_id, t, iterations, workers=1, **kw):
                              model="resnet50", batch_size=64, **kw))
 
 
+def first_round(jobs):
+    """(the TableOptimus action, the plan) of the first round over `jobs` on ONE."""
+    opt = TableOptimus()
+    profile = build_profile("optimus")
+    profile.actions[0] = opt
+    sched = Scheduler(profile)
+    sched._pre_actions = [opt]
+    backend = SimBackend(cluster_from_dict(ONE), jobs)
+    for e in backend.poll():
+        sched.handle(e, backend)
+    sched._stats = backend.job_stats
+    return opt, sched.round(backend.snapshot())
+
+
 def test_marginal_gain_allocation_worked_by_hand():
     # One node of 4 GPUs; A has 100 iterations left, B 1000. Both get 1 worker first (2 GPUs
     # left). Gains (T = Q x t; the dominant share of a 1-GPU worker, 1/4, and the early factor
@@ -42,17 +56,7 @@ def test_marginal_gain_allocation_worked_by_hand():
     #   A: 100 x (1 - 0.5) = 50      B: 1000 x (1 - 0.6) = 400   -> B gets its 2nd worker
     #   A: 50                        B: 1000 x (0.6 - 0.5) = 100 -> B gets its 3rd
     # No GPU left: A = 1 worker, B = 3.
-    opt = TableOptimus()
-    profile = build_profile("optimus")
-    profile.actions[0] = opt
-    sched = Scheduler(profile)
-    sched._pre_actions = [opt]
-    backend = SimBackend(cluster_from_dict(ONE), [job("A", 0, 100), job("B", 0, 1000)])
-    batch = backend.poll()
-    for e in batch:
-        sched.handle(e, backend)
-    sched._stats = backend.job_stats
-    plan = sched.round(backend.snapshot())
+    opt, plan = first_round([job("A", 0, 100), job("B", 0, 1000)])
     assert opt.last_alloc == {"A": (1, 0), "B": (3, 0)}
     # both start on a task list of the chosen size: A as submitted (Launch), B resized to 3
     kinds = {d.job_id: d for d in plan.ordered()}
@@ -63,16 +67,7 @@ def test_marginal_gain_allocation_worked_by_hand():
 def test_gain_in_later_rounds_uses_the_remaining_work_and_suspends_nobody_needlessly():
     # With B nearly done (Q_B = 10) and A long (Q_A = 1000), the next allocation favours A:
     # A: 1000 x (1 - 0.5) = 500 > B: 10 x 0.4 = 4 -> A 2nd; A: 1000 x (0.5 - 1/3) = 167 -> A 3rd.
-    opt = TableOptimus()
-    profile = build_profile("optimus")
-    profile.actions[0] = opt
-    sched = Scheduler(profile)
-    sched._pre_actions = [opt]
-    backend = SimBackend(cluster_from_dict(ONE), [job("A", 0, 1000), job("B", 0, 10)])
-    for e in backend.poll():
-        sched.handle(e, backend)
-    sched._stats = backend.job_stats
-    sched.round(backend.snapshot())
+    opt, _ = first_round([job("A", 0, 1000), job("B", 0, 10)])
     assert opt.last_alloc == {"A": (3, 0), "B": (1, 0)}
 
 
