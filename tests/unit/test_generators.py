@@ -13,7 +13,8 @@ from dlsched.workload.generators import POISSON_MODELS, _iteration_s
 from dlsched.workload.models import get_model
 from dlsched.workload.schema import job_from_row, job_to_row
 
-SMALL = {"seed000": {}, "poisson": {"jobs": 200}, "sample": {}, "seed002": {}, "liquid": {"jobs": 30}}
+SMALL = {"seed000": {}, "poisson": {"jobs": 200}, "sample": {}, "seed002": {}, "liquid": {"jobs": 30},
+         "seed001": {"jobs": 10}}
 
 
 @pytest.mark.parametrize("name", sorted(GENERATORS))

@@ -40,6 +40,7 @@ from dlsched.core.types import (GPU, JobSpec, Launch, Migrate, Plan, Resize, Res
                                 TaskPlacement, TaskSpec)
 from dlsched.scheduler import events as ev
 from dlsched.sim.engine import P_ARRIVAL, P_FINISH, P_NODE, P_RATE, P_TICK, EventHeap
+from dlsched.workload.loss import observed_loss
 from dlsched.workload.packing import packed_factor
 from dlsched.workload.speed import JobComm, SpeedModel, SpeedParams, max_min_shares
 
@@ -193,6 +194,10 @@ class SimBackend:
               "remaining": r.remaining, "rate": r.rate,
               "first_progress_s": r.first_progress_s, "suspends": r.suspends, "resumes": r.resumes,
               "switch_lost_s": r.lost_s, "switch_lost_gpu_s": r.lost_gpu_s}
+        if r.spec.kind == "dl" and r.spec.iterations is not None:
+            # iterations done and the training loss now (its curve + seeded noise: workload/loss.py)
+            st["step"] = r.spec.iterations - r.remaining
+            st["loss"] = observed_loss(r.spec, st["step"])
         return st
 
     def poll(self) -> list | None:

@@ -37,6 +37,16 @@ poisson   jobs=1000, rate=1/60 (jobs/s), users=8
     set too, so a speed model can slow badly placed jobs down), user uniform over u0..u<users-1>.
     4 cores and 16 GB per worker, as assumed for Philly jobs.
 
+seed001   jobs=30, rate=1/240 (jobs/s)
+    Optimus's evaluation (seed 001): parameter-server jobs (comm "ps") of the paper's kinds of
+    models (image classification, language models, speech) with Poisson arrivals (first at 0),
+    for the `seed001` cluster. Each job is what its owner submits: a global batch of 1-4x the
+    model's default, 2/4/6/8 one-GPU workers (4 cores, 16 GB each) and 1/2/4 PS (4 cores,
+    8 GB; never more PS than workers) - the fixed size DRF and Tetris run it at; Optimus
+    chooses its own. Work: iterations for 1-4 hours (log-uniform) at the requested size alone on
+    the `seed001` cluster, workers and PS spread evenly over the fewest servers (Optimus's
+    placement principle), by the speed model. Training is synchronous (the simulator's).
+
 sample    jobs=60, span_s=7200
     A small demo workload for the `seed002` cluster (2 x 4 V100 + 2 x 2 V100): DL jobs over
     the first two hours, 1/2/4/8 GPUs (8-GPU jobs rare, at most 3), zoo models, global batch
@@ -299,7 +309,69 @@ def gen_liquid(seed: int = 0, **params: Any) -> list[JobSpec]:
     return jobs
 
 
+# ----------------------------------------------------------------------------- seed001
+
+# Stand-ins from the zoo for Optimus's evaluation models (ResNet-50, VGG-16, ResNeXt, Inception,
+# Seq2Seq / word LM, CTC speech, and the smaller image models).
+SEED001_MODELS = ("resnet50", "vgg16", "resnext50", "inception3", "lstm", "transformer", "deepspeech",
+                  "alexnet", "googlenet", "resnet18")
+
+
+def gen_seed001(seed: int = 0, **params: Any) -> list[JobSpec]:
+    """Optimus's parameter-server workload (see the module docstring)."""
+    p = _check_params("seed001", params, {"jobs": ("int", 30, 0), "rate": ("float", 1 / 240, 0)})
+    rng = np.random.default_rng(_check_seed(seed))
+    n = p["jobs"]
+    gaps = rng.exponential(1.0 / p["rate"], n)
+    submit = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
+    models = rng.integers(0, len(SEED001_MODELS), n)
+    batch_mult = rng.choice(np.array([1, 2, 4]), size=n)
+    workers = rng.choice(np.array([2, 4, 6, 8]), size=n)
+    ps = rng.choice(np.array([1, 2, 4]), size=n)
+    hours = np.exp(rng.uniform(math.log(1.0), math.log(4.0), n))
+    jobs = []
+    for j in range(n):
+        model = SEED001_MODELS[models[j]]
+        w = int(workers[j])
+        batch = get_model(model).default_batch * int(batch_mult[j])
+        row = {"job_id": f"job-{j:03d}", "submit_time_s": round(float(submit[j]), 1), "kind": "dl",
+               "workers": w, "ps": min(int(ps[j]), w), "gpus_per_worker": 1.0, "cpus_per_worker": 4.0,
+               "mem_gb_per_worker": 16.0, "ps_cpus": 4.0, "ps_mem_gb": 8.0, "model": model, "comm": "ps",
+               "batch_size": batch, "iterations": 1.0}
+        t_iter = _seed001_iter_s(job_from_row(row))
+        row["iterations"] = float(max(1, round(3600.0 * hours[j] / t_iter)))
+        jobs.append(job_from_row(row))
+    return jobs
+
+
+def _seed001_iter_s(job: JobSpec) -> float:
+    """Iteration time of `job` alone on the seed001 cluster, its workers and PS spread evenly
+    over the fewest servers that hold its workers (remainders on the first ones)."""
+    from dlsched.cluster.topology import load_cluster
+    from dlsched.core.types import Role, TaskPlacement
+    from dlsched.workload.speed import SpeedModel
+    global _SEED001_SPEED
+    if _SEED001_SPEED is None:
+        _SEED001_SPEED = SpeedModel(load_cluster("seed001"))
+    sm = _SEED001_SPEED
+    per = max(sm.cluster.nodes[0].gpus, 1)
+    ws = [t for t in job.tasks if t.role is Role.WORKER]
+    ps = [t for t in job.tasks if t.role is Role.PS]
+    k = -(-len(ws) // per)
+    pl, slot = [], [0] * k
+    for i, t in enumerate(ws):
+        node = i % k
+        pl.append(TaskPlacement(t.index, node, (slot[node],)))
+        slot[node] += 1
+    pl += [TaskPlacement(t.index, i % k, ()) for i, t in enumerate(ps)]
+    return sm.isolated_iter_time(job, tuple(pl))
+
+
+_SEED001_SPEED = None
+
+
 GENERATORS: dict[str, Generator] = {
+    "seed001": gen_seed001,
     "seed000": gen_seed000,
     "seed002": gen_seed002,
     "poisson": gen_poisson,

@@ -40,6 +40,8 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -71,6 +73,94 @@ def shape(tasks) -> tuple[int, int]:
     """(workers, parameter servers) of a task list."""
     p = sum(1 for t in tasks if t.role is Role.PS)
     return len(tasks) - p, p
+
+
+@dataclass(slots=True, eq=False)
+class AllocJob:
+    """One job of an Optimus allocation. gain of a worker = (time(w, p) - time(w + 1, p)) x kw,
+    of a PS = (time(w, p) - time(w, p + 1)) x kp (kw, kp: the early factor over the task's
+    dominant share, times anything that scales `time` to the time to finish). A rigid job (no
+    speed model) takes `rigid` (its requested tasks' total demand) or nothing."""
+    job_id: str
+    worker: list                 # demand of one worker
+    ps: list | None              # demand of one PS (None: no PS)
+    cap: int                     # most workers
+    kw: float
+    kp: float
+    time: Callable[[int, int], float]
+    rigid: list | None = None
+    rigid_shape: tuple[int, int] = (0, 0)
+
+
+def greedy_allocate(jobs: list[AllocJob], left: list[float]) -> dict[str, list[int]]:
+    """Optimus's allocation (steps 1 and 2 of the module docstring) over `left`, the free
+    resource vector (a list, consumed): {job: [workers, PS]}, [0, 0] for a job whose minimum
+    does not fit. `jobs` in arrival order."""
+    nres = len(left)
+    all_dims = tuple(range(nres))
+
+    def fits(v, dims) -> bool:
+        return all(v[i] <= left[i] + _EPS for i in dims)
+
+    def take(v, dims) -> None:
+        for i in dims:
+            left[i] -= v[i]
+
+    alloc: dict[str, list[int]] = {}
+    elastic: dict[str, tuple] = {}
+    for job in jobs:
+        if job.rigid is not None:
+            if fits(job.rigid, all_dims):
+                alloc[job.job_id] = list(job.rigid_shape)
+                take(job.rigid, all_dims)
+            else:
+                alloc[job.job_id] = [0, 0]
+            continue
+        wv, pv = job.worker, job.ps
+        wd = tuple(i for i in all_dims if wv[i] > _EPS)
+        pd = () if pv is None else tuple(i for i in all_dims if pv[i] > _EPS)
+        if fits(wv, wd) and (pv is None or fits([wv[i] + pv[i] for i in all_dims], all_dims)):
+            alloc[job.job_id] = [1, 0 if pv is None else 1]
+            take(wv, wd)
+            if pv is not None:
+                take(pv, pd)
+            elastic[job.job_id] = (job, wd, pd)
+        else:
+            alloc[job.job_id] = [0, 0]
+
+    heap: list = []
+    heappush = list.append                     # the first pushes: one heapify after them
+
+    def push(jid: str) -> None:
+        job = elastic[jid][0]
+        w, p = alloc[jid]
+        t0 = job.time(w, p)
+        if w < job.cap:
+            g = (t0 - job.time(w + 1, p)) * job.kw
+            if g > 0:
+                heappush(heap, (-g, jid, 0, w, p))
+        if job.ps is not None and p < w:       # never more PS than workers
+            g = (t0 - job.time(w, p + 1)) * job.kp
+            if g > 0:
+                heappush(heap, (-g, jid, 1, w, p))
+
+    for jid in elastic:
+        push(jid)
+    heapq.heapify(heap)
+    heappush = heapq.heappush
+    while heap:
+        _, jid, role, w, p = heapq.heappop(heap)
+        a = alloc[jid]
+        if a[0] != w or a[1] != p:
+            continue                           # stale: the job's gains were recomputed
+        job, wd, pd = elastic[jid]
+        v, dims = (job.worker, wd) if role == 0 else (job.ps, pd)
+        if not fits(v, dims):
+            continue                           # does not fit any more (resources only shrink)
+        a[role] += 1
+        take(v, dims)
+        push(jid)
+    return alloc
 
 
 class _GpuPool:
@@ -244,6 +334,17 @@ class Optimus:
                                                self.cap(spec), rigid)
         return info
 
+    def _time_fn(self, rec, cluster, cache, oracle: bool) -> Callable[[int, int], float]:
+        """(w, p) -> seconds per iteration of this job (oracle: a lookup in the shape cache)."""
+        if oracle:
+            shp = self._shape_of(rec.spec)
+
+            def t(w: int, p: int) -> float:
+                v = cache.get((shp, w, p))
+                return v if v is not None else self.iter_time(rec, w, p, cluster)
+            return t
+        return lambda w, p: self.iter_time(rec, w, p, cluster)
+
     def before_place(self, ctx) -> None:
         txn, cluster, sched = ctx.txn, ctx.cluster, ctx.scheduler
         self._observe(ctx)
@@ -264,86 +365,23 @@ class Optimus:
             for tp in r.placed.values():
                 left_np = left_np + r.tasks[tp.task].vector
         left = left_np.tolist()
-        nres = len(left)
-
-        def fits(v, dims) -> bool:
-            return all(v[i] <= left[i] + _EPS for i in dims)
-
-        def take(v, dims) -> None:
-            for i in dims:
-                left[i] -= v[i]
-
-        alloc: dict[str, list[int]] = {}
-        elastic: dict[str, tuple] = {}
-        all_dims = tuple(range(nres))
+        oracle = self.speed == "oracle"
+        cache = self._iter
+        entries = []
         for rec in jobs:
             wv, pv, wd, pd, dw, dp, cap_w, rigid = self._info(rec, cluster, inv)
             if rigid:
-                need = [0.0] * nres
+                need = [0.0] * len(left)
                 for t in rec.spec.tasks:
-                    for i in all_dims:
-                        need[i] += t.demand[i]
-                if fits(need, all_dims):
-                    alloc[rec.job_id] = list(shape(rec.spec.tasks))
-                    take(need, all_dims)
-                else:
-                    alloc[rec.job_id] = [0, 0]
+                    for r in range(len(left)):
+                        need[r] += t.demand[r]
+                entries.append(AllocJob(rec.job_id, wv, pv, 0, 0.0, 0.0, None, need, shape(rec.spec.tasks)))
                 continue
-            p0 = 1 if pv is not None else 0
-            if fits(wv, wd) and (not p0 or fits([wv[i] + pv[i] for i in all_dims], all_dims)):
-                alloc[rec.job_id] = [1, p0]
-                take(wv, wd)
-                if p0:
-                    take(pv, pd)
-                q = self.remaining_iters(rec, ctx)
-                factor = self.early_factor if self.early(rec) else 1.0
-                elastic[rec.job_id] = (rec, q * factor / dw, q * factor / dp, cap_w, pv is not None)
-            else:
-                alloc[rec.job_id] = [0, 0]
-
-        heap: list = []
-        oracle = self.speed == "oracle"
-        cache = self._iter
-        shapes = {jid: self._shape_of(e[0].spec) for jid, e in elastic.items()} if oracle else {}
-
-        def iter_time(rec, w, p):
-            if oracle:
-                t = cache.get((shapes[rec.job_id], w, p))
-                if t is not None:
-                    return t
-            return self.iter_time(rec, w, p, cluster)
-
-        def push(jid: str) -> None:
-            rec, kw, kp, cap_w, has_ps = elastic[jid]
-            w, p = alloc[jid]
-            t0 = iter_time(rec, w, p)
-            if w < cap_w:
-                g = (t0 - iter_time(rec, w + 1, p)) * kw
-                if g > 0:
-                    heappush(heap, (-g, jid, 0, w, p))
-            if has_ps and p < w:                   # never more PS than workers
-                g = (t0 - iter_time(rec, w, p + 1)) * kp
-                if g > 0:
-                    heappush(heap, (-g, jid, 1, w, p))
-
-        heappush = list.append                     # the first pushes: heapify once after
-        for jid in elastic:
-            push(jid)
-        heapq.heapify(heap)
-        heappush = heapq.heappush
-        while heap:
-            _, jid, role, w, p = heapq.heappop(heap)
-            a = alloc[jid]
-            if a[0] != w or a[1] != p:
-                continue                           # stale: the job's gains were recomputed
-            rec = elastic[jid][0]
-            wv, pv, wd, pd = self._static[jid][:4]
-            v, dims = (wv, wd) if role == 0 else (pv, pd)
-            if not fits(v, dims):
-                continue                           # does not fit any more (resources only shrink)
-            a[role] += 1
-            take(v, dims)
-            push(jid)
+            q = self.remaining_iters(rec, ctx)
+            factor = self.early_factor if self.early(rec) else 1.0
+            entries.append(AllocJob(rec.job_id, wv, pv, cap_w, q * factor / dw, q * factor / dp,
+                                    self._time_fn(rec, cluster, cache, oracle)))
+        alloc = greedy_allocate(entries, left)
         self.last_alloc = {jid: tuple(a) for jid, a in alloc.items()}
         self._apply(ctx, jobs, alloc)
 
