@@ -97,9 +97,8 @@ def _jobs(rs):
     return out
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rs=rows, nodes=st.integers(1, 2), max_util=st.sampled_from([1.0, 3.0]))
-def test_gandiva_mechanisms_keep_their_invariants(rs, nodes, max_util):
+def _run_checked(rs, nodes: int, max_util: float):
+    """Run profile `gandiva` over the rows on `nodes` 4-GPU P40 servers under the checks."""
     cl = cluster_from_dict({"node_groups": [{"count": nodes, "gpus": 4, "gpus_per_group": 2, "gpu_type": "P40",
                                              "gpu_mem_gb": 24, "cpus": 32, "mem_gb": 256}]})
     profile = build_profile("gandiva", {"params": {"gandiva_pack": {"max_util": max_util, "window_s": 60.0},
@@ -109,6 +108,13 @@ def test_gandiva_mechanisms_keep_their_invariants(rs, nodes, max_util):
     sched = Scheduler(profile)
     be.sched = sched
     sched.run(be)
+    return cl, be, sched
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rs=rows, nodes=st.integers(1, 2), max_util=st.sampled_from([1.0, 3.0]))
+def test_gandiva_mechanisms_keep_their_invariants(rs, nodes, max_util):
+    cl, be, sched = _run_checked(rs, nodes, max_util)
     assert be.violations == []
     assert all(r.finish_s is not None or r.reject_reason for r in sched.jobs.values())
     assert (be.state.free == cl.capacity).all()
@@ -123,15 +129,7 @@ def test_the_properties_are_not_vacuous():
                                          (1, "resnet50", 1200), (1, "lstm", 600), (1, "resnet50", 900),
                                          (1, "lstm", 1500), (1, "rhn", 800), (2, "mobilenet", 500),
                                          (1, "superresolution", 1000), (1, None, 700), (1, "vae", 300)])]
-    cl = cluster_from_dict({"node_groups": [{"count": 1, "gpus": 4, "gpus_per_group": 2, "gpu_type": "P40",
-                                             "gpu_mem_gb": 24, "cpus": 32, "mem_gb": 256}]})
-    profile = build_profile("gandiva", {"params": {"gandiva_pack": {"max_util": 3.0, "window_s": 60.0},
-                                                   "gandiva_grow": {"min_run_s": 60.0},
-                                                   "gandiva_migrate": {"min_run_s": 60.0}}})
-    be = Checked(cl, _jobs(rs))
-    sched = Scheduler(profile)
-    be.sched = sched
-    sched.run(be)
+    _, be, sched = _run_checked(rs, 1, 3.0)
     assert be.violations == []
     kinds = [e[1] for e in sched.log]
     pack = next(a for a in sched.profile.actions if isinstance(a, GandivaPack))

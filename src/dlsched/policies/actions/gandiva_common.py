@@ -116,14 +116,8 @@ def _cost_last(txn, job_id: str, cost: SwitchCost, packed: bool = False) -> None
 def move(txn, rec, new_placements, cost: SwitchCost) -> None:
     """Migrate a job (running or suspended) to new placements (as Transaction.migrate, costed)."""
     old = list(rec.placed.values())
-    for tp, d in zip(old, demands(rec, old)):
-        txn.free[tp.node] += d
-        if tp.gpu_ids:
-            txn.gpu_load[tp.node, list(tp.gpu_ids)] -= 1
-    for tp in new_placements:
-        txn.free[tp.node] -= rec.tasks[tp.task].vector
-        if tp.gpu_ids:
-            txn.gpu_load[tp.node, list(tp.gpu_ids)] += 1
+    txn.unhold(old, demands(rec, old))
+    txn.hold(new_placements, [rec.tasks[tp.task].vector for tp in new_placements])
     txn.decided.add(rec.job_id)
     txn.plan.add(Migrate(rec.job_id, tuple(new_placements), cost=cost))
 
@@ -131,14 +125,8 @@ def move(txn, rec, new_placements, cost: SwitchCost) -> None:
 def resize(txn, rec, new_tasks, new_placements, cost: SwitchCost) -> None:
     """Give a running job a new task set on new placements (grow / shrink), costed."""
     old = list(rec.placed.values())
-    for tp, d in zip(old, demands(rec, old)):
-        txn.free[tp.node] += d
-        if tp.gpu_ids:
-            txn.gpu_load[tp.node, list(tp.gpu_ids)] -= 1
-    for tp in new_placements:
-        txn.free[tp.node] -= new_tasks[tp.task].vector
-        if tp.gpu_ids:
-            txn.gpu_load[tp.node, list(tp.gpu_ids)] += 1
+    txn.unhold(old, demands(rec, old))
+    txn.hold(new_placements, [new_tasks[tp.task].vector for tp in new_placements])
     txn.decided.add(rec.job_id)
     txn.plan.add(Resize(rec.job_id, tuple(new_tasks), tuple(new_placements), cost=cost))
 
