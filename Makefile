@@ -4,11 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test bench bench-runtime clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch first, pinned: the CPU build (a plain or open-ended `torch` pulls gigabytes of CUDA)
+	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
@@ -22,6 +24,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sim.py
+
+bench-runtime: $(STAMP)
+	$(BIN)/python benchmarks/bench_runtime.py
 
 clean:
 	rm -rf $(VENV) out

@@ -8,8 +8,8 @@ Goals (issue "Optimus, Tiresias and the Pollux fidelity check"):
 - Pollux workload-6 end to end (load + simulate, in a fresh process) with Tiresias <= 1 s (the
   peer takes 26 s here) and Optimus <= 3 s (the peer takes 209 s).
 
-The round: 4,000 parameter-server jobs (resnet50 / resnet101 / inception3, global batch 4096 or
-8192, 1-GPU workers with 4 CPUs, 4-CPU parameter servers) all waiting on an empty cluster of
+The round: 4,000 parameter-server jobs (resnet50 / resnet101 / inception3, global batch 16384 or
+32768, 1-GPU workers with 4 CPUs, 4-CPU parameter servers) all waiting on an empty cluster of
 16,000 nodes x 8 GPUs; each job is capped at 24 workers, so the allocation lands near 100,000
 tasks. Timed: `Scheduler.round` (the Optimus allocation and the placement of every task) alone,
 with the oracle speed estimates (the speed model on a packed placement, computed once per job
@@ -58,7 +58,7 @@ def round_case(jobs: int, nodes: int, speed: str) -> dict:
     rng = np.random.default_rng(0)
     specs = [job_from_row(dict(job_id=f"j{j:05d}", submit_time_s=0.0, workers=4, ps=2, comm="ps",
                                model=str(rng.choice(["resnet50", "resnet101", "inception3"])),
-                               batch_size=int(rng.choice([4096, 8192])),
+                               batch_size=int(rng.choice([16384, 32768])),
                                iterations=float(rng.integers(1_000, 100_000)),
                                cpus_per_worker=4.0, ps_cpus=4.0))
              for j in range(jobs)]

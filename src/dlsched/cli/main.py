@@ -295,6 +295,11 @@ def wl_describe(
     _console().print(t)
 
 
+from dlsched.cli import runtime as _runtime  # noqa: E402  (the real runtime's commands)
+
+_runtime.register(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point. typer handles usage errors itself (message and exit status 2); a DlschedError
     (a user's bad input) is printed on one line, exit status 2."""

@@ -1,4 +1,6 @@
 """Baseline profiles built from the core components."""
+from dataclasses import replace
+
 from dlsched.scheduler.framework import ProfileSpec, register_profile
 
 register_profile(ProfileSpec(
@@ -7,10 +9,13 @@ register_profile(ProfileSpec(
                 "(a partly placed job holds what it got)",
     order="fifo", filters=("fits",), scores=(("first_fit", 1.0),), gang=False, blocking=True))
 
-register_profile(ProfileSpec(
+FIFO_GANG = register_profile(ProfileSpec(
     name="fifo-gang", source="seed 002 (gang scheduling)",
     description="FIFO order + first fit, all of a job's tasks or none, strict head of line",
     order="fifo", filters=("fits",), scores=(("first_fit", 1.0),), gang=True, blocking=True))
+
+# `gang`: the name the runtime issue uses (`dlsched server --policy gang`) for fifo-gang.
+register_profile(replace(FIFO_GANG, name="gang", description="the same as fifo-gang: " + FIFO_GANG.description))
 
 register_profile(ProfileSpec(
     name="fifo-backfill", source="baseline",

@@ -48,6 +48,7 @@ class JobState(enum.Enum):
     RUNNING = "running"        # every task placed
     SUSPENDED = "suspended"    # preempted or stopped; waits to be placed again
     DONE = "done"
+    HELD = "held"              # stopped by an operator (real runtime); not queued until released
     REJECTED = "rejected"      # can never fit this cluster
 
 
@@ -216,6 +217,25 @@ class Scheduler:
                 self._enqueue(rec)
             self.log.append((e.time, "stopped", rec.job_id, e.reason))
             self._dirty = True
+        elif isinstance(e, ev.JobHeld):
+            rec = self.jobs[e.job_id]
+            self._settle_service(rec, e.time)
+            if rec.placed:
+                rec.preemptions += 1
+            rec.placed.clear()
+            self.running.pop(rec.job_id, None)
+            self._remove_from_queue(rec)
+            rec.state = JobState.HELD
+            self.log.append((e.time, "held", rec.job_id, e.reason))
+            self._dirty = True
+        elif isinstance(e, ev.JobReleased):
+            rec = self.jobs[e.job_id]
+            if rec.state is JobState.HELD:
+                # a job that ran before resumes from its checkpoint; one that never ran launches
+                rec.state = JobState.SUSPENDED if rec.first_start_s is not None else JobState.PENDING
+                self._enqueue(rec)
+                self.log.append((e.time, "released", rec.job_id, ""))
+                self._dirty = True
         elif isinstance(e, (ev.NodeDown, ev.NodeUp)):
             self.log.append((e.time, type(e).__name__, "", str(e.node)))
             self._dirty = True
@@ -449,6 +469,13 @@ class Scheduler:
                 rec.state = JobState.PARTIAL
             if whole:
                 self._remove_from_queue(rec)
+
+    def execute(self, plan: Plan, backend) -> None:
+        """Apply a plan made outside a round (an operator's migrate, a runtime re-attaching to
+        jobs that kept running while its server was down) and record its effects."""
+        if len(plan):
+            backend.apply(plan)
+            self._after_apply(plan, backend.now())
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self, backend, *, progress: Callable[[float, int], None] | None = None) -> None:

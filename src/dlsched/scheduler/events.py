@@ -37,6 +37,23 @@ class JobStopped:
 
 
 @dataclass(frozen=True, slots=True)
+class JobHeld:
+    """An operator stopped the job (the real runtime's `dlsched job suspend`): the backend has
+    checkpointed it and freed everything it held; it stays out of the queue until JobReleased.
+    The simulator never reports it."""
+    time: float
+    job_id: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobReleased:
+    """A held job may be placed again (it resumes from its checkpoint)."""
+    time: float
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class NodeDown:
     time: float
     node: int
@@ -54,4 +71,5 @@ class RoundTick:
     time: float
 
 
-Event = JobArrival | JobFinish | TaskFinish | JobStopped | NodeDown | NodeUp | RoundTick
+Event = (JobArrival | JobFinish | TaskFinish | JobStopped | JobHeld | JobReleased | NodeDown | NodeUp
+         | RoundTick)

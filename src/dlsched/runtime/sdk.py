@@ -1,0 +1,262 @@
+"""The SDK a training program uses: rendezvous, restore, the step loop, reports, checkpoints,
+and a clean stop at a mini-batch boundary.
+
+A program is a function `main(ctx: JobContext)` (see examples/):
+
+    def main(ctx):
+        ctx.init_process_group()                      # gloo on CPU, NCCL when CUDA is there
+        model, opt = build(ctx.args)
+        state = ctx.restore()                         # the latest checkpoint, or None
+        start = 0
+        if state:
+            model.load_state_dict(state["model"]); opt.load_state_dict(state["opt"]); start = state["step"]
+        save = lambda: {"model": model.state_dict(), "opt": opt.state_dict()}
+        for step in ctx.steps(start, save):           # stops cleanly when the scheduler asks
+            loss = train_one_batch(step)
+            ctx.report(loss=loss)                      # step time is measured by ctx.steps
+
+Contract
+- `steps` agrees on stopping across the gang: before every step the ranks all-reduce a stop flag
+  (one tiny collective), so every rank stops after the same mini-batch. On a stop it checkpoints
+  and returns; the runtime then frees the ranks (Gandiva's suspend unit).
+- A checkpoint is `save()` called on every rank (so parameter servers can gather their shards);
+  rank 0 writes what its call returned, to `step-NNNNNNNN.pt.tmp`, then renames it (atomic), and
+  keeps the newest two; the ranks then pass a barrier. The file holds `step` (steps done).
+- Reports are kept by rank 0 and drained by the runtime (the server stores and serves them).
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+KEEP_CHECKPOINTS = 2
+STATS_LOG = "stats.jsonl"
+
+
+def latest_checkpoint(ckpt_dir: str | Path) -> Path | None:
+    d = Path(ckpt_dir)
+    if not d.is_dir():
+        return None
+    files = sorted(d.glob("step-*.pt"))
+    return files[-1] if files else None
+
+
+def clean_checkpoints(ckpt_dir: str | Path, keep: int = KEEP_CHECKPOINTS) -> list[str]:
+    """Remove superseded checkpoints (all but the newest `keep`) and half-written temp files."""
+    d = Path(ckpt_dir)
+    removed = []
+    if not d.is_dir():
+        return removed
+    for p in list(d.glob("*.tmp")) + sorted(d.glob("step-*.pt"))[:-keep or None]:
+        try:
+            p.unlink()
+            removed.append(p.name)
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+@dataclass
+class JobContext:
+    job_id: str
+    run_id: str
+    rank: int
+    world_size: int
+    worker_ranks: list[int]
+    ps_ranks: list[int]
+    master_addr: str
+    master_port: int
+    ckpt_dir: str
+    args: dict = field(default_factory=dict)
+    batch_size: int = 32
+    iterations: int | None = None
+    epochs: int | None = None
+    checkpoint_every: int = 20
+    gpus: float = 0.0
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    stats: list = field(default_factory=list)
+    checkpoints: list = field(default_factory=list)
+    step: int = 0
+    stopped: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _step_t0: float = 0.0
+    _spe: int | None = None
+    _seq: int = 0
+    _log: Any = None
+
+    # -- roles -------------------------------------------------------------------------------
+    @property
+    def role(self) -> str:
+        return "ps" if self.rank in self.ps_ranks else "worker"
+
+    @property
+    def num_workers(self) -> int:
+        return len(self.worker_ranks)
+
+    @property
+    def worker_index(self) -> int:
+        return self.worker_ranks.index(self.rank)
+
+    @property
+    def local_batch(self) -> slice:
+        """This worker's slice of the global mini-batch (the global batch is the same for every
+        world size, so a resized job computes the same mean gradient)."""
+        per = self.batch_size // self.num_workers
+        return slice(self.worker_index * per, (self.worker_index + 1) * per)
+
+    @property
+    def device(self):
+        import torch
+        if self.gpus > 0 and torch.cuda.is_available():
+            return torch.device("cuda", 0)
+        return torch.device("cpu")
+
+    # -- process group ---------------------------------------------------------------------
+    def init_process_group(self, backend: str | None = None) -> None:
+        """Join the gang: every rank rendezvouses at rank 0's address (gloo on CPU, NCCL when
+        this rank has a GPU and CUDA is there, unless `backend` is given)."""
+        import datetime
+
+        import torch
+        import torch.distributed as dist
+        if backend is None:
+            backend = "nccl" if self.gpus > 0 and torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend, init_method=f"tcp://{self.master_addr}:{self.master_port}",
+                                rank=self.rank, world_size=self.world_size,
+                                timeout=datetime.timedelta(seconds=60))
+
+    def _dist(self):
+        import torch.distributed as dist
+        return dist if dist.is_available() and dist.is_initialized() else None
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def restore(self) -> dict | None:
+        """The latest checkpoint's dict (it has 'step'), or None for a fresh start."""
+        import torch
+        p = latest_checkpoint(self.ckpt_dir)
+        if p is None:
+            return None
+        return torch.load(p, map_location="cpu", weights_only=False)
+
+    def checkpoint(self, step: int, save: Callable[[], dict]) -> None:
+        import torch
+        state = save()
+        if self.rank == 0:
+            d = Path(self.ckpt_dir)
+            d.mkdir(parents=True, exist_ok=True)
+            final = d / f"step-{step:08d}.pt"
+            tmp = d / f"step-{step:08d}.pt.tmp"
+            torch.save({**state, "step": step}, tmp)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+            clean_checkpoints(d)
+            with self._lock:
+                self.checkpoints.append({"step": step, "path": str(final), "time": time.time(),
+                                         "seq": self._next_seq()})
+        dist = self._dist()
+        if dist is not None:
+            dist.barrier()
+
+    # -- the step loop -----------------------------------------------------------------------
+    def total_steps(self, steps_per_epoch: int | None = None) -> int:
+        if self.iterations:
+            return int(self.iterations)
+        if not steps_per_epoch:
+            raise ValueError("a job given in epochs needs steps_per_epoch")
+        return int(self.epochs) * int(steps_per_epoch)
+
+    def _stop_agreed(self) -> bool:
+        dist = self._dist()
+        flag = 1 if self.stop_event.is_set() else 0
+        if dist is None:
+            return bool(flag)
+        import torch
+        t = torch.tensor([flag], dtype=torch.int32)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t.item())
+
+    def steps(self, start: int, save: Callable[[], dict], steps_per_epoch: int | None = None) -> Iterator[int]:
+        total = self.total_steps(steps_per_epoch)
+        self._spe = steps_per_epoch
+        step = start
+        while step < total:
+            if self._stop_agreed():
+                self.checkpoint(step, save)
+                self.stopped = True
+                return
+            if step > start and step % self.checkpoint_every == 0:
+                self.checkpoint(step, save)
+            self.step = step
+            self._step_t0 = time.perf_counter()
+            yield step
+            step += 1
+            self.step = step
+        self.checkpoint(step, save)
+
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def report(self, **metrics: float) -> None:
+        """Record this step's metrics (rank 0 keeps them: loss, accuracy, ...)."""
+        if self.rank != 0:
+            return
+        rec = {"step": self.step, "step_s": time.perf_counter() - self._step_t0, "time": time.time()}
+        if self._spe:
+            rec["epoch"] = self.step // self._spe
+        rec.update({k: float(v) for k, v in metrics.items()})
+        with self._lock:
+            if self._log is None:
+                Path(self.ckpt_dir).mkdir(parents=True, exist_ok=True)
+                self._log = open(Path(self.ckpt_dir) / STATS_LOG, "a")
+            # beside the checkpoints: a rank or node that dies before the server read these
+            # records does not lose the steps its last checkpoint already covers
+            self._log.write(json.dumps(rec) + "\n")
+            self._log.flush()
+            rec["seq"] = self._next_seq()
+            self.stats.append(rec)
+
+    def drain(self, ack: int = 0) -> tuple[list, list]:
+        """Records not yet acknowledged. `ack` is the highest `seq` the caller has stored: those
+        are dropped now, the rest are returned and kept until acknowledged, so a server that dies
+        between reading and storing loses nothing (the next one reads them again)."""
+        with self._lock:
+            self.stats = [r for r in self.stats if r["seq"] > ack]
+            self.checkpoints = [r for r in self.checkpoints if r["seq"] > ack]
+            return list(self.stats), list(self.checkpoints)
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def request_stop(self) -> None:
+        self.stop_event.set()
+
+
+_LOADED: dict[tuple[str, float], Any] = {}
+
+
+def load_entry(entry: str) -> Callable[[Any], Any]:
+    """The `main` of a program file, or the function named by 'package.module:function'. A file
+    is executed once per worker process and version (its mtime): warm workers reuse it."""
+    import importlib
+    import importlib.util
+    if entry.endswith(".py"):
+        key = (entry, os.stat(entry).st_mtime)
+        mod = _LOADED.get(key)
+        if mod is None:
+            name = "dlsched_job_" + Path(entry).stem
+            spec = importlib.util.spec_from_file_location(name, entry)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            _LOADED[key] = mod
+        return getattr(mod, "main")
+    mod_name, fn = entry.split(":")
+    return getattr(importlib.import_module(mod_name), fn)

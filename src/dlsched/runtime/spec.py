@@ -1,0 +1,200 @@
+"""The YAML job spec of the real runtime, validated with errors that name the file, line and field.
+
+    name: digits-allreduce         # required: letters, digits, '-', '_', '.'
+    entry: allreduce_digits.py      # a .py file (relative to this spec) or 'package.module:function'
+    args: {hidden: 64, lr: 0.1}     # free mapping, handed to the program as ctx.args
+    workers: 2                      # data-parallel worker ranks (>= 1)
+    ps: 0                           # parameter-server ranks (>= 0); ps > 0 makes it a PS job
+    gpus_per_worker: 1              # 0, a fraction (packing) or a whole number
+    cpus_per_worker: 0.5
+    ps_cpus: 0.5
+    batch_size: 64                  # global mini-batch (split over the workers)
+    iterations: 200                 # or epochs: (one of the two)
+    deadline_s: 3600                # optional, seconds after submission
+    priority: 0
+    model: mlp                      # a name for reports (and the simulator's model zoo)
+    checkpoint_every: 20            # steps between checkpoints (also at every suspend)
+
+The entry's function `main(ctx)` gets a dlsched.runtime.sdk.JobContext.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dlsched.core.errors import InputError
+from dlsched.core.types import NRES, JobSpec, Role, TaskSpec
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_ENTRY_FN = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+# field -> (kind, default, required)
+FIELDS: dict[str, tuple[str, Any, bool]] = {
+    "name": ("name", None, True),
+    "entry": ("entry", None, True),
+    "args": ("map", None, False),
+    "workers": ("int1", 1, False),
+    "ps": ("int0", 0, False),
+    "gpus_per_worker": ("gpus", 1.0, False),
+    "cpus_per_worker": ("num0", 0.5, False),
+    "ps_cpus": ("num0", 0.5, False),
+    "batch_size": ("int1", None, True),
+    "iterations": ("int1", None, False),
+    "epochs": ("int1", None, False),
+    "deadline_s": ("num0", None, False),
+    "priority": ("int", 0, False),
+    "model": ("str", None, False),
+    "checkpoint_every": ("int1", 20, False),
+}
+
+
+@dataclass(frozen=True)
+class RuntimeJobSpec:
+    """A validated job spec; `entry` is absolute (a file path) or 'module:function'."""
+    name: str
+    entry: str
+    args: dict = field(default_factory=dict)
+    workers: int = 1
+    ps: int = 0
+    gpus_per_worker: float = 1.0
+    cpus_per_worker: float = 0.5
+    ps_cpus: float = 0.5
+    batch_size: int = 32
+    iterations: int | None = None
+    epochs: int | None = None
+    deadline_s: float | None = None
+    priority: int = 0
+    model: str | None = None
+    checkpoint_every: int = 20
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def world_size(self) -> int:
+        return self.workers + self.ps
+
+    def tasks(self, workers: int | None = None) -> tuple[TaskSpec, ...]:
+        """Ranks as scheduler tasks: workers first (ranks 0..W-1), then parameter servers."""
+        w = self.workers if workers is None else workers
+        out = []
+        for i in range(w):
+            d = [0.0] * NRES
+            d[0], d[1] = float(self.gpus_per_worker), float(self.cpus_per_worker)
+            out.append(TaskSpec(i, Role.WORKER, tuple(d)))
+        for j in range(self.ps):
+            d = [0.0] * NRES
+            d[1] = float(self.ps_cpus)
+            out.append(TaskSpec(w + j, Role.PS, tuple(d)))
+        return tuple(out)
+
+    def to_jobspec(self, job_id: str, submit_time_s: float) -> JobSpec:
+        return JobSpec(job_id=job_id, submit_time_s=submit_time_s, kind="dl", tasks=self.tasks(),
+                       priority=self.priority,
+                       deadline_s=None if self.deadline_s is None else submit_time_s + self.deadline_s,
+                       model=self.model, comm="ps" if self.ps else "allreduce",
+                       batch_size=self.batch_size,
+                       iterations=float(self.iterations) if self.iterations else None)
+
+
+def _lines(text: str) -> dict[str, int]:
+    """1-based line of each top-level key (best effort; {} when YAML cannot be composed)."""
+    import yaml
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return {}
+    out: dict[str, int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for k, _ in node.value:
+            if isinstance(k, yaml.ScalarNode):
+                out[str(k.value)] = k.start_mark.line + 1
+    return out
+
+
+def _check(kind: str, key: str, v: Any, err) -> Any:
+    if kind == "name":
+        if not isinstance(v, str) or not _NAME.match(v):
+            err(key, f"must be 1-64 letters, digits, '-', '_' or '.', got {v!r}")
+        return v
+    if kind == "str":
+        if not isinstance(v, (str, int)) or isinstance(v, bool):
+            err(key, f"must be a string, got {v!r}")
+        return str(v)
+    if kind == "map":
+        if not isinstance(v, dict):
+            err(key, f"must be a mapping, got {v!r}")
+        return dict(v)
+    if kind in ("int", "int0", "int1"):
+        if isinstance(v, bool) or not isinstance(v, int):
+            err(key, f"must be an integer, got {v!r}")
+        lo = {"int": None, "int0": 0, "int1": 1}[kind]
+        if lo is not None and v < lo:
+            err(key, f"must be >= {lo}, got {v}")
+        return int(v)
+    if kind in ("num0", "gpus"):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0:
+            err(key, f"must be a number >= 0, got {v!r}")
+        if kind == "gpus" and v > 1 and float(v) != int(v):
+            err(key, f"must be a fraction <= 1 or a whole number, got {v}")
+        return float(v)
+    raise AssertionError(kind)
+
+
+def job_spec_from_dict(spec: Any, *, file: str | None = None, base_dir: Path | None = None,
+                       lines: dict[str, int] | None = None) -> RuntimeJobSpec:
+    """Validate a parsed job spec. Errors are InputErrors naming file, line and field."""
+    lines = lines or {}
+
+    def err(key: str | None, msg: str):
+        raise InputError(msg, file=file, line=lines.get(key) if key else None, field=key)
+
+    if not isinstance(spec, dict):
+        err(None, "a job spec must be a mapping of fields (name, entry, workers, batch_size, ...)")
+    unknown = sorted(str(k) for k in spec if k not in FIELDS)
+    if unknown:
+        err(unknown[0], f"unknown field (allowed: {', '.join(FIELDS)})")
+    vals: dict[str, Any] = {}
+    for key, (kind, default, required) in FIELDS.items():
+        if spec.get(key) is None:
+            if required:
+                err(key, "is required")
+            if default is not None:
+                vals[key] = default
+            continue
+        vals[key] = _check(kind if kind != "entry" else "str", key, spec[key], err)
+    if (vals.get("iterations") is None) == (vals.get("epochs") is None):
+        err("iterations" if "iterations" in spec else "epochs", "give exactly one of iterations and epochs")
+    if vals["batch_size"] % vals["workers"]:
+        err("batch_size", f"must be divisible by workers ({vals['workers']}), got {vals['batch_size']}")
+    entry = vals["entry"]
+    if entry.endswith(".py"):
+        p = Path(entry)
+        if not p.is_absolute():
+            p = (base_dir or Path.cwd()) / p
+        if not p.is_file():
+            err("entry", f"no such program file: {p}")
+        entry = str(p.resolve())
+    elif not _ENTRY_FN.match(entry):
+        err("entry", f"must be a .py file or 'package.module:function', got {entry!r}")
+    vals["entry"] = entry
+    vals.setdefault("args", {})
+    return RuntimeJobSpec(**vals)
+
+
+def load_job_spec(path: str | Path) -> RuntimeJobSpec:
+    """Read and validate a job spec YAML file."""
+    import yaml
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("job spec file not found", file=str(path))
+    text = p.read_text()
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise InputError(f"not valid YAML: {getattr(e, 'problem', None) or e}", file=str(path),
+                         line=mark.line + 1 if mark else None) from None
+    return job_spec_from_dict(data, file=str(path), base_dir=p.resolve().parent, lines=_lines(text))

@@ -1,0 +1,167 @@
+"""SQLite store of the runtime: jobs, allocations, checkpoints, events and per-step statistics.
+
+The server writes here as things happen (one connection, serialised by a lock, WAL journal), so a
+server killed with SIGKILL restarts from this file: every job it had accepted is here with its
+state, and the allocations name the rank workers it was running on.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS jobs (
+  job_id TEXT PRIMARY KEY, seq INTEGER, name TEXT, spec TEXT, state TEXT, submit_time REAL,
+  start_time REAL, finish_time REAL, attempts INTEGER DEFAULT 0, step INTEGER DEFAULT 0,
+  held INTEGER DEFAULT 0, error TEXT DEFAULT '', workers INTEGER);
+CREATE TABLE IF NOT EXISTS allocations (
+  job_id TEXT, rank INTEGER, node TEXT, gpu_ids TEXT, worker TEXT, run_id TEXT,
+  PRIMARY KEY (job_id, rank));
+CREATE TABLE IF NOT EXISTS checkpoints (job_id TEXT, step INTEGER, path TEXT, time REAL,
+  PRIMARY KEY (job_id, step));
+CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL, job_id TEXT,
+  kind TEXT, detail TEXT);
+CREATE TABLE IF NOT EXISTS stats (job_id TEXT, step INTEGER, loss REAL, accuracy REAL,
+  step_s REAL, epoch INTEGER, time REAL, extra TEXT, PRIMARY KEY (job_id, step));
+"""
+
+# Job states the store knows. `held`: stopped by an operator until resumed.
+ACTIVE = ("queued", "running", "suspended", "held")
+FINAL = ("done", "failed", "cancelled", "rejected")
+
+
+class Store:
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        self._lock = threading.RLock()
+        self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        with self._lock:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self.db.close()
+
+    def _x(self, sql: str, args=()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self.db.execute(sql, args).fetchall()
+
+    # -- meta ------------------------------------------------------------------------------
+    def meta(self, key: str, default: str | None = None) -> str | None:
+        r = self._x("SELECT value FROM meta WHERE key=?", (key,))
+        return r[0]["value"] if r else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._x("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    # -- jobs ------------------------------------------------------------------------------
+    def add_job(self, spec: dict, submit_time: float) -> str:
+        with self._lock:
+            seq = (self._x("SELECT COALESCE(MAX(seq), 0) AS m FROM jobs")[0]["m"]) + 1
+            job_id = f"j{seq:04d}"
+            self._x("INSERT INTO jobs (job_id, seq, name, spec, state, submit_time, workers) "
+                    "VALUES (?,?,?,?,?,?,?)",
+                    (job_id, seq, spec["name"], json.dumps(spec), "queued", submit_time, spec["workers"]))
+            self.event(job_id, "submitted", spec["name"])
+        return job_id
+
+    def update_job(self, job_id: str, **cols) -> None:
+        if not cols:
+            return
+        sets = ", ".join(f"{k}=?" for k in cols)
+        self._x(f"UPDATE jobs SET {sets} WHERE job_id=?", (*cols.values(), job_id))
+
+    def job(self, job_id: str) -> dict | None:
+        r = self._x("SELECT * FROM jobs WHERE job_id=?", (job_id,))
+        return _job(r[0]) if r else None
+
+    def jobs(self, states: tuple[str, ...] | None = None) -> list[dict]:
+        if states:
+            q = ",".join("?" * len(states))
+            rows = self._x(f"SELECT * FROM jobs WHERE state IN ({q}) ORDER BY seq", states)
+        else:
+            rows = self._x("SELECT * FROM jobs ORDER BY seq")
+        return [_job(r) for r in rows]
+
+    # -- allocations -------------------------------------------------------------------------
+    def set_allocation(self, job_id: str, ranks: list[dict]) -> None:
+        with self._lock:
+            self.db.execute("BEGIN")
+            try:
+                self.db.execute("DELETE FROM allocations WHERE job_id=?", (job_id,))
+                for r in ranks:
+                    self.db.execute("INSERT INTO allocations VALUES (?,?,?,?,?,?)",
+                                    (job_id, r["rank"], r["node"], json.dumps(list(r["gpu_ids"])),
+                                     r["worker"], r["run_id"]))
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+
+    def clear_allocation(self, job_id: str) -> None:
+        self._x("DELETE FROM allocations WHERE job_id=?", (job_id,))
+
+    def allocation(self, job_id: str) -> list[dict]:
+        rows = self._x("SELECT * FROM allocations WHERE job_id=? ORDER BY rank", (job_id,))
+        return [{**dict(r), "gpu_ids": json.loads(r["gpu_ids"])} for r in rows]
+
+    # -- checkpoints, events, stats -----------------------------------------------------------
+    def add_checkpoint(self, job_id: str, step: int, path: str, t: float) -> None:
+        self._x("INSERT OR REPLACE INTO checkpoints VALUES (?,?,?,?)", (job_id, step, path, t))
+
+    def checkpoints(self, job_id: str) -> list[dict]:
+        return [dict(r) for r in self._x("SELECT * FROM checkpoints WHERE job_id=? ORDER BY step", (job_id,))]
+
+    def drop_checkpoints(self, job_id: str, paths: list[str]) -> None:
+        for p in paths:
+            self._x("DELETE FROM checkpoints WHERE job_id=? AND path=?", (job_id, p))
+
+    def event(self, job_id: str, kind: str, detail: str = "", t: float | None = None) -> None:
+        self._x("INSERT INTO events (time, job_id, kind, detail) VALUES (?,?,?,?)",
+                (time.time() if t is None else t, job_id, kind, detail))
+
+    def events(self, job_id: str | None = None, limit: int = 1000) -> list[dict]:
+        if job_id:
+            rows = self._x("SELECT * FROM events WHERE job_id=? ORDER BY id DESC LIMIT ?", (job_id, limit))
+        else:
+            rows = self._x("SELECT * FROM events ORDER BY id DESC LIMIT ?", (limit,))
+        return [dict(r) for r in reversed(rows)]
+
+    def add_stats(self, job_id: str, recs: list[dict]) -> None:
+        if not recs:
+            return
+        rows = []
+        for r in recs:
+            extra = {k: v for k, v in r.items()
+                     if k not in ("step", "loss", "accuracy", "step_s", "epoch", "time", "seq")}
+            rows.append((job_id, r["step"], r.get("loss"), r.get("accuracy"), r.get("step_s"),
+                         r.get("epoch"), r.get("time"), json.dumps(extra)))
+        with self._lock:
+            # a step re-run after a restart from an older checkpoint replaces the earlier record
+            self.db.executemany("INSERT OR REPLACE INTO stats VALUES (?,?,?,?,?,?,?,?)", rows)
+            self.db.execute("UPDATE jobs SET step=MAX(step, ?) WHERE job_id=?",
+                            (max(r["step"] for r in recs) + 1, job_id))
+
+    def stats(self, job_id: str, since_step: int = -1, limit: int = 100000) -> list[dict]:
+        rows = self._x("SELECT * FROM stats WHERE job_id=? AND step>? ORDER BY step LIMIT ?",
+                       (job_id, since_step, limit))
+        out = []
+        for r in rows:
+            d = dict(r)
+            d.update(json.loads(d.pop("extra") or "{}"))
+            out.append(d)
+        return out
+
+
+def _job(r: sqlite3.Row) -> dict:
+    d = dict(r)
+    d["spec"] = json.loads(d["spec"])
+    d["held"] = bool(d["held"])
+    return d

@@ -1,0 +1,118 @@
+"""RankWorker: a long-lived Ray actor that runs one rank of a job at a time.
+
+Workers are detached, named actors (`w-<node>-<n>` in the runtime's namespace), pinned to one node
+by its `ray.io/node-id` label, with torch imported when they start. They stay up between jobs
+(a warm pool per node: seed 003's pre-scheduling), so starting, resuming or migrating a job does
+not pay for a new Python process and a torch import; a restarted server finds them by name.
+
+Threaded actor: `start` runs the program in a thread and returns at once; `wait` blocks until the
+run ends (the runtime keeps one `wait` call in flight per rank, so a dead rank or node shows as an
+error on it); `stop` asks the program to stop at its next mini-batch boundary; `status` and
+`drain` are cheap reads. A worker whose program touched CUDA is retired after the run (its CUDA
+context is bound to the GPU it had).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import traceback
+
+import ray
+
+
+class RankWorker:
+    def __init__(self, node: str, warm_imports: tuple[str, ...] = ()):
+        import importlib
+
+        import torch  # noqa: F401  (warm: the import is most of a rank's start-up time)
+        import torch.distributed  # noqa: F401
+        torch.set_num_threads(1)
+        for mod in warm_imports:          # what the programs import (a job's first step is then fast)
+            try:
+                importlib.import_module(mod)
+            except Exception:
+                pass
+        self.node = node
+        self.ctx = None
+        self.run_id = None
+        self.job_id = None
+        self.thread = None
+        self.result = None
+        self.done = threading.Event()
+        self.done.set()
+
+    def ping(self) -> dict:
+        return {"pid": os.getpid(), "node": self.node}
+
+    def address(self) -> tuple[str, int]:
+        """This node's IP and a free TCP port, for the gang's rendezvous (rank 0)."""
+        ip = ray.util.get_node_ip_address()
+        with socket.socket() as s:
+            s.bind(("", 0))
+            return ip, s.getsockname()[1]
+
+    def start(self, payload: dict) -> str:
+        from dlsched.runtime.sdk import JobContext
+        if not self.done.is_set():
+            raise RuntimeError(f"worker busy with {self.run_id}")
+        fields = {k: v for k, v in payload.items() if k not in ("entry", "env")}
+        for k, v in (payload.get("env") or {}).items():
+            os.environ[k] = v
+        self.ctx = JobContext(**fields)
+        self.run_id, self.job_id = payload["run_id"], payload["job_id"]
+        self.result = None
+        self.done.clear()
+        self.thread = threading.Thread(target=self._run, args=(payload["entry"],), daemon=True)
+        self.thread.start()
+        return self.run_id
+
+    def _run(self, entry: str) -> None:
+        from dlsched.runtime.sdk import load_entry
+        ctx = self.ctx
+        try:
+            load_entry(entry)(ctx)
+            self.result = {"state": "stopped" if ctx.stopped else "done", "step": ctx.step}
+        except BaseException as e:  # the program's own failure: reported, the worker lives on
+            self.result = {"state": "failed", "step": ctx.step,
+                           "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-4000:]}
+        finally:
+            ctx.close()
+            try:
+                import torch.distributed as dist
+                if dist.is_initialized():
+                    dist.destroy_process_group()
+            except Exception:
+                pass
+            try:
+                import torch
+                self.result["reusable"] = not torch.cuda.is_initialized()
+            except Exception:
+                pass
+            self.done.set()
+
+    def wait(self, run_id: str, timeout: float | None = None) -> dict | None:
+        if run_id != self.run_id:
+            return {"state": "unknown", "step": 0, "error": f"worker runs {self.run_id}, not {run_id}"}
+        if not self.done.wait(timeout):
+            return None
+        return dict(self.result or {})
+
+    def stop(self, run_id: str) -> bool:
+        if run_id == self.run_id and self.ctx is not None and not self.done.is_set():
+            self.ctx.request_stop()
+            return True
+        return False
+
+    def status(self) -> dict:
+        return {"run_id": self.run_id, "job_id": self.job_id,
+                "state": "running" if not self.done.is_set() else ("idle" if self.result is None else "finished"),
+                "result": self.result, "step": self.ctx.step if self.ctx else 0}
+
+    def drain(self, ack: int = 0) -> tuple[list, list]:
+        return self.ctx.drain(ack) if self.ctx is not None else ([], [])
+
+    def release(self) -> None:
+        """Back to the pool: forget the finished run."""
+        if self.done.is_set():
+            self.ctx = self.run_id = self.job_id = self.result = None

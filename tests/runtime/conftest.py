@@ -1,0 +1,176 @@
+"""The runtime tests' fixtures: one real local Ray cluster per test session (4 virtual GPU nodes,
+fixed CPUs, small object stores, no dashboard, fast health checks, a private short temp dir), and
+one real `dlsched server` process against it (`runtime.server`), which tests may kill (SIGKILL)
+and restart, with the same or another policy, on the same SQLite store. A restarted server adopts
+the warm rank workers of the previous one, so the session pays for their start-up once."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+NODES, GPUS = 4, 2
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A 4-node cluster (2 virtual GPUs, 2 CPUs each) kept by this test process."""
+    from dlsched.runtime.cluster import isolate_ray_tmp, start_cluster
+    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED")}
+    tmp = isolate_ray_tmp()
+    c = start_cluster(NODES, GPUS, cpus_per_node=2)
+    try:
+        yield c
+    finally:
+        c.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProc:
+    """A `dlsched server` subprocess and a client for its API."""
+
+    def __init__(self, address: str, state_dir: Path, policy: str, namespace: str, warm: int = 1):
+        self.address, self.state_dir, self.policy, self.namespace, self.warm = address, state_dir, policy, namespace, warm
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = None
+
+    def start(self, timeout: float = 120.0) -> "ServerProc":
+        log = open(self.state_dir / f"server-{self.port}.log", "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "dlsched.cli.main", "server", "--ray-address", self.address,
+             "--state-dir", str(self.state_dir), "--policy", self.policy, "--port", str(self.port),
+             "--namespace", self.namespace, "--warm-per-node", str(self.warm)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "DLSCHED_STATE_DIR": str(self.state_dir)})
+        t0 = time.monotonic()
+        while True:
+            assert self.proc.poll() is None, self.log_tail()
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() - t0 < timeout, "server did not start:\n" + self.log_tail()
+            time.sleep(0.3)
+        self.token = (self.state_dir / "token").read_text().strip()
+        return self
+
+    def log_tail(self, n: int = 4000) -> str:
+        out = ""
+        for p in self.state_dir.glob("server-*.log"):
+            out += p.read_text(errors="replace")[-n:]
+        return out
+
+    def get(self, path: str, **kw):
+        r = httpx.get(self.url + path, timeout=60, **kw)
+        r.raise_for_status()
+        return r.json()
+
+    def post(self, path: str, body=None, token: str | None = "default"):
+        tok = self.token if token == "default" else token
+        headers = {"Authorization": f"Bearer {tok}"} if tok else {}
+        return httpx.post(self.url + path, json=body, headers=headers, timeout=120)
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        r = subprocess.run([sys.executable, "-m", "dlsched.cli.main", *args, "--url", self.url],
+                           capture_output=True, text=True, timeout=180,
+                           env={**os.environ, "DLSCHED_STATE_DIR": str(self.state_dir)})
+        if check:
+            assert r.returncode == 0, r.stdout + r.stderr
+        return r
+
+    def submit(self, spec: dict) -> str:
+        r = self.post("/jobs", {"spec": spec})
+        assert r.status_code == 201, r.text
+        return r.json()["job_id"]
+
+    def wait(self, job_id: str, cond, timeout: float = 120.0, what: str = "") -> dict:
+        t0 = time.monotonic()
+        while True:
+            j = self.get(f"/jobs/{job_id}")
+            if cond(j):
+                return j
+            assert j["state"] not in ("failed",) or "failed" in what, f"{job_id} failed: {j['error']}"
+            assert time.monotonic() - t0 < timeout, f"timeout waiting for {what or cond}: {json.dumps(j)[:2000]}\n{self.log_tail()}"
+            time.sleep(0.2)
+
+    def wait_state(self, job_id: str, state: str, timeout: float = 120.0) -> dict:
+        return self.wait(job_id, lambda j: j["state"] == state, timeout, what=state)
+
+    def kill9(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(40)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+class Runtime:
+    def __init__(self, cluster, state_dir: Path):
+        self.cluster, self.state_dir = cluster, state_dir
+        self.server = ServerProc(cluster.address, state_dir, "fifo", "t").start()
+
+    def restart(self, policy: str | None = None, kill: bool = False) -> ServerProc:
+        """Stop (SIGTERM, or SIGKILL with kill=True) and start a server on the same store."""
+        old = self.server
+        old.kill9() if kill else old.stop()
+        self.server = ServerProc(self.cluster.address, self.state_dir, policy or old.policy, "t").start()
+        return self.server
+
+
+@pytest.fixture(scope="session")
+def runtime(ray_cluster):
+    # its own temp dir: pytest prunes old tmp_path bases when other pytest runs start
+    import tempfile
+    sd = Path(tempfile.mkdtemp(prefix="dlsched-test-"))
+    rt = Runtime(ray_cluster, sd)
+    try:
+        yield rt
+    finally:
+        rt.server.stop()
+        shutil.rmtree(sd, ignore_errors=True)
+
+
+def digits_spec(**over) -> dict:
+    spec = {"name": "digits", "entry": str(EXAMPLES / "allreduce_digits.py"),
+            "args": {"hidden": 32, "lr": 0.1, "seed": 0}, "workers": 2, "gpus_per_worker": 1,
+            "batch_size": 64, "iterations": 120, "checkpoint_every": 10}
+    spec.update(over)
+    return spec
+
+
+def ps_spec(**over) -> dict:
+    spec = {"name": "ps", "entry": str(EXAMPLES / "ps_synthetic.py"), "args": {"lr": 0.05, "seed": 1},
+            "workers": 2, "ps": 1, "gpus_per_worker": 1, "batch_size": 128, "iterations": 60,
+            "checkpoint_every": 20}
+    spec.update(over)
+    return spec

@@ -1,0 +1,53 @@
+"""Failures on a real local Ray cluster: a server killed with SIGKILL restarts from SQLite and
+re-attaches to the job that kept running (no job lost, none run twice); a killed node breaks the
+gang and its job resumes elsewhere from its last checkpoint."""
+from __future__ import annotations
+
+from conftest import digits_spec
+
+
+def _spec(n: int) -> dict:
+    return digits_spec(iterations=n, args={"hidden": 32, "lr": 0.1, "seed": 0, "delay_s": 0.02})
+
+
+def test_kill9_server_restarts_and_reattaches(runtime):
+    a = runtime.restart("fifo")
+    j1 = a.submit(_spec(250))
+    j2 = a.submit(digits_spec(workers=4, gpus_per_worker=2, iterations=20))   # all 8 GPUs: queued
+    a.wait(j1, lambda j: j["state"] == "running" and j["step"] >= 30, what="step 30")
+    assert a.get(f"/jobs/{j2}")["state"] == "queued"
+    b = runtime.restart(kill=True)          # the job trains on while no server is up
+    assert b.get(f"/jobs/{j1}")["state"] == "running"
+    for j in (j1, j2):
+        b.wait_state(j, "done", timeout=150)
+    r1 = b.get(f"/jobs/{j1}")
+    kinds = [e["kind"] for e in b.get(f"/jobs/{j1}/events")]
+    assert "reattached" in kinds and kinds.count("started") == 1 and r1["attempts"] == 1, \
+        (b.get(f"/jobs/{j1}/events"), b.log_tail())                                    # ran once
+    assert [x["step"] for x in b.get(f"/jobs/{j1}/stats")] == list(range(250))           # nothing lost
+    assert b.get(f"/jobs/{j2}")["attempts"] == 1
+    assert [j["job_id"] for j in b.get("/jobs")][-2:] == [j1, j2]
+
+
+def test_killed_node_job_resumes_elsewhere(ray_cluster, runtime):
+    """Last in the session: it kills node n3 of the shared cluster."""
+    s = runtime.server
+    node = next(n for n in ray_cluster.worker_nodes
+                if n.node_id == next(x["ray_id"] for x in s.get("/nodes") if x["name"] == "n3"))
+    j = s.submit(_spec(300))
+    s.wait(j, lambda x: x["state"] == "running" and x["step"] >= 10, what="running")
+    r = s.post(f"/jobs/{j}/migrate", {"nodes": ["n3"]})
+    assert r.status_code == 200 and r.json()["nodes"] == ["n3", "n3"], r.text
+    s0 = s.get(f"/jobs/{j}")["step"]
+    s.wait(j, lambda x: x["step"] >= s0 + 25, what="progress on n3 (checkpoints every 10 steps)")
+    ray_cluster.remove_node(node, allow_graceful=False)
+    s.wait(j, lambda x: x["attempts"] >= 3 and x["state"] == "running", what="restarted")
+    done = s.wait_state(j, "done", timeout=150)
+    kinds = [e["kind"] for e in s.get(f"/jobs/{j}/events")]
+    assert "gang_broken" in kinds
+    assert all(a["node"] != "n3" for a in done["allocation"])
+    starts = [e["detail"] for e in s.get(f"/jobs/{j}/events") if e["kind"] == "started"]
+    assert "n3" not in starts[-1]
+    assert [x["step"] for x in s.get(f"/jobs/{j}/stats")] == list(range(300))
+    s.wait(j, lambda x: not next(n for n in s.get("/nodes") if n["name"] == "n3")["up"],
+           timeout=30, what="n3 down")
