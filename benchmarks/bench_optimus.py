@@ -113,6 +113,12 @@ def main() -> None:
              "| --- | --- | --- | --- | --- |"]
     lines += [f"| {d['policy']} | {d['import_load_s']:.2f} | {d['sim_s']:.2f} | {d['wall_s']:.2f} | {d['mean_jct_s']:,.0f} |"
               for d in e2e]
+    lines += ["",
+              "Where the round's time goes (profile): about a third in the marginal-gain loop (a heap of",
+              "~100,000 increments in Python), the rest in placement (a bucket of nodes per free-GPU count,",
+              "block reservations, 100,000 TaskPlacement objects). Next: per-shape gain tables and a",
+              "vectorised increment loop for identical jobs. The process wall time includes Python,",
+              "numpy, pandas and scipy imports (about 0.6 s) that no simulator run can avoid."]
     f = update_results("optimus", lines)
     print(f"updated {f}")
 

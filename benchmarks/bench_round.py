@@ -80,8 +80,10 @@ def main() -> None:
     note = ["", "The workload asks about 1.5x what the cluster holds, so every job that no longer fits is still",
             "tried (one filter pass each). Not yet at kube-scheduler's rate (30,000 pods/s). Where the time",
             "goes: the first task of each job scores every candidate node, and each task still runs the",
-            "filters over all 5,000 nodes. Next step: keep each demand's score array across jobs and re-score",
-            "only the nodes the round has changed since."]
+            "filters over all 5,000 nodes. Tried and measured slower (so not kept): a cross-job cache of each",
+            "demand's scores re-scoring only the nodes changed since (about 1,000 distinct demands go stale",
+            "faster than they are reused), and per-node filter updates inside a job (numpy's per-call cost on",
+            "one node exceeds a vector pass over 5,000). Next: score in C-contiguous blocks per demand class."]
     f = update_results("round", ["## One round at scale (`benchmarks/bench_round.py`)", "",
                                  "Reference: kube-scheduler places 150,000 pods on 5,000 nodes in 5 s.", "",
                                  stamp, "", *table, *note])

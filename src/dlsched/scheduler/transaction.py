@@ -70,6 +70,16 @@ class Transaction:
         n = self.snap.cluster.nodes[node].gpus
         load = load_row[:n].tolist() if k > 0 else []
         out = self._tentative.setdefault(job_id, [])
+        out_tp = out.append
+        if k == 1 and load and min(load) == max(load):
+            # Equal loads (a node with nothing on it): the least-loaded slot, lowest index first,
+            # is slot i mod n for the i-th task.
+            n_slots = len(load)
+            for i, t in enumerate(tasks):
+                out_tp((TaskPlacement(t.index, node, (i % n_slots,)), demand))
+            base, extra = divmod(len(tasks), n_slots)
+            load_row[:n] = [x + base + (1 if i < extra else 0) for i, x in enumerate(load)]
+            return
         slots = range(len(load))
         for t in tasks:
             if k == 1:

@@ -366,6 +366,7 @@ class Optimus:
                 left_np = left_np + r.tasks[tp.task].vector
         left = left_np.tolist()
         oracle = self.speed == "oracle"
+        self._speed_model(cluster)          # (re)sets the estimate cache for this cluster first
         cache = self._iter
         entries = []
         for rec in jobs:
