@@ -235,14 +235,13 @@ class Optimus:
         self._fits: dict[str, object] = {}
         self._conv: dict[str, object] = {}
         self.last_alloc: dict[str, tuple[int, int]] = {}   # the last round's decision (tests, bench)
-        self._static: dict[str, tuple] = {}
-        self._cluster_caps = None
+        self._static: dict[str, tuple] = {}   # per job: demands, shares, cap (see _info)
 
     # -- estimates --------------------------------------------------------------------------------
     def _speed_model(self, cluster):
-        if self._cluster is not cluster:
+        if self._cluster is not cluster:     # a new cluster: estimates and per-job shares anew
             from dlsched.workload.speed import SpeedModel
-            self._cluster, self._model, self._iter = cluster, SpeedModel(cluster), {}
+            self._cluster, self._model, self._iter, self._static = cluster, SpeedModel(cluster), {}, {}
         return self._model
 
     @staticmethod
@@ -354,9 +353,7 @@ class Optimus:
         jobs = sorted(running + waiting, key=lambda r: (r.submit_time_s, r.job_id))
         if not jobs:
             return
-        if self._cluster_caps is None or self._cluster_caps[0] is not cluster:
-            self._cluster_caps = (cluster, None)
-            self._static = {}
+        self._speed_model(cluster)           # a new cluster resets the caches before they are read
         up = ctx.snap.up
         cap = cluster.capacity[up].sum(axis=0)
         inv = [1.0 / c if c > 0 else 0.0 for c in cap.tolist()]
@@ -366,7 +363,6 @@ class Optimus:
                 left_np = left_np + r.tasks[tp.task].vector
         left = left_np.tolist()
         oracle = self.speed == "oracle"
-        self._speed_model(cluster)          # (re)sets the estimate cache for this cluster first
         cache = self._iter
         entries = []
         for rec in jobs:
@@ -419,11 +415,10 @@ class Optimus:
                     txn.commit_resize(rec.job_id, tasks)
             else:
                 txn.discard(rec.job_id)
-                if old is not None:               # could not move: keep or suspend
-                    if all(np.all(d <= txn.free[tp.node] + _EPS) for tp, d in zip(old, demands)):
-                        txn.hold(old, demands)
-                    else:
-                        txn.hold(old, demands)
+                if old is not None:               # could not move: keep its place, or suspend
+                    fits = all(np.all(d <= txn.free[tp.node] + _EPS) for tp, d in zip(old, demands))
+                    txn.hold(old, demands)
+                    if not fits:
                         txn.release(rec.job_id, old, demands)
                     pool.update(tp.node for tp in old)
 
@@ -481,7 +476,7 @@ class Optimus:
         return False
 
     def act(self, ctx) -> None:
-        return None
+        """Nothing after placement: before_place decided every active job."""
 
 
 register_profile(ProfileSpec(
