@@ -51,8 +51,10 @@ def _free_port() -> int:
 class ServerProc:
     """A `dlsched server` subprocess and a client for its API."""
 
-    def __init__(self, address: str, state_dir: Path, policy: str, namespace: str, warm: int = 1):
+    def __init__(self, address: str, state_dir: Path, policy: str, namespace: str, warm: int = 1,
+                 extra: list[str] | None = None, env: dict | None = None):
         self.address, self.state_dir, self.policy, self.namespace, self.warm = address, state_dir, policy, namespace, warm
+        self.extra, self.env = list(extra or []), dict(env or {})
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = None
@@ -60,23 +62,29 @@ class ServerProc:
     def start(self, timeout: float = 120.0) -> "ServerProc":
         log = open(self.state_dir / f"server-{self.port}.log", "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dlsched.cli.main", "server", "--ray-address", self.address,
-             "--state-dir", str(self.state_dir), "--policy", self.policy, "--port", str(self.port),
-             "--namespace", self.namespace, "--warm-per-node", str(self.warm)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "DLSCHED_STATE_DIR": str(self.state_dir)})
+            self.cmd(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "DLSCHED_STATE_DIR": str(self.state_dir), **self.env})
         t0 = time.monotonic()
         while True:
-            assert self.proc.poll() is None, self.log_tail()
+            if self.proc.poll() is not None:
+                raise AssertionError("server exited:\n" + self.log_tail())
             try:
                 if httpx.get(self.url + "/health", timeout=2).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
-            assert time.monotonic() - t0 < timeout, "server did not start:\n" + self.log_tail()
+            if time.monotonic() - t0 > timeout:        # never leave a stuck server behind
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+                raise AssertionError("server did not start:\n" + self.log_tail())
             time.sleep(0.3)
         self.token = (self.state_dir / "token").read_text().strip()
         return self
+
+    def cmd(self) -> list[str]:
+        return [sys.executable, "-m", "dlsched.cli.main", "server", "--ray-address", self.address,
+                "--state-dir", str(self.state_dir), "--policy", self.policy, "--port", str(self.port),
+                "--namespace", self.namespace, "--warm-per-node", str(self.warm), *self.extra]
 
     def log_tail(self, n: int = 4000) -> str:
         out = ""
@@ -85,7 +93,7 @@ class ServerProc:
         return out
 
     def get(self, path: str, **kw):
-        r = httpx.get(self.url + path, timeout=60, **kw)
+        r = httpx.get(self.url + path, timeout=60, headers={"Authorization": f"Bearer {self.token}"}, **kw)
         r.raise_for_status()
         return r.json()
 
@@ -94,10 +102,10 @@ class ServerProc:
         headers = {"Authorization": f"Bearer {tok}"} if tok else {}
         return httpx.post(self.url + path, json=body, headers=headers, timeout=120)
 
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    def cli(self, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
         r = subprocess.run([sys.executable, "-m", "dlsched.cli.main", *args, "--url", self.url],
                            capture_output=True, text=True, timeout=180,
-                           env={**os.environ, "DLSCHED_STATE_DIR": str(self.state_dir)})
+                           env={**os.environ, "DLSCHED_STATE_DIR": str(self.state_dir), **(env or {})})
         if check:
             assert r.returncode == 0, r.stdout + r.stderr
         return r

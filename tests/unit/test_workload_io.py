@@ -210,7 +210,19 @@ def test_blank_lines_keep_line_numbers(tmp_path):
 
 def test_too_many_fields(tmp_path):
     err = _error(tmp_path, f"{HEADER}\nj0,0,dl,1,,,10\nj1,0,dl,1,,,10,extra\n")
-    assert err.line == 3
+    assert (err.line, err.field) == (3, "duration_s")
+    err = _error(tmp_path, f"{HEADER}\nj0,0,dl,1,,,10,extra\nj1,0,dl,1,,,10\n")   # not taken as an index
+    assert (err.line, err.field) == (2, "duration_s")
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_row_cut_short_is_an_error_not_defaults(tmp_path, gz):
+    f = tmp_path / "cut.csv"
+    text = f"{HEADER}\nj0,0,dl,1,,,25939\nj1,5,dl,1,,"                  # j1's duration_s was cut off
+    f.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    with pytest.raises(InputError) as e:
+        load_workload(f)
+    assert (e.value.line, e.value.field) == (3, "duration_s") and "fields" in str(e.value)
 
 
 def test_jsonl_errors_count_records_from_line_1(tmp_path):

@@ -1,11 +1,16 @@
 """`dlsched`: simulate, compare, list policies, and generate / convert / describe workloads.
 
-Every user error (bad file, bad row, bad config) is a DlschedError: printed on one line to
-stderr, exit status 2, and no output folder is left half-written.
+Every user error (bad file, bad row, bad config, unknown option, bad value, unwritable --out) is
+printed on one line to stderr with exit status 2, before any work where it can be found before;
+no output folder is left half-written, and an earlier run's folder is replaced only with --force.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import math
+import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -23,6 +28,23 @@ app.add_typer(workload_app, name="workload")
 CLUSTER_HELP = "a preset (seed000, seed002, liquid-N, pollux, philly) or a cluster YAML file"
 SPEED_HELP = "YAML overriding the speed model: overlap, interference table"
 WORKLOAD_HELP = "a workload file (CSV, Parquet, JSON lines; gzipped or not) or a generator name"
+FORCE_HELP = "replace the contents of a non-empty --out folder (once the inputs have validated)"
+
+_ARGV: list[str] = []   # the command line main() ran, recorded in summary.json
+
+
+def _non_negative(value):
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise typer.BadParameter(f"must be a finite number >= 0, got {value}")
+    return value
+
+
+def _delay(default: float, flag: str, help: str):
+    return typer.Option(default, flag, callback=_non_negative, help=f"{help} (seconds >= 0)")
+
+
+def _seed():
+    return typer.Option(0, "--seed", min=0, help="random seed (generators and policies)")
 
 
 # The figures the terminal table shows (the HTML report and summary.json have all of them).
@@ -93,24 +115,89 @@ def _run_one(cluster, jobs, wname, policy, seed, policy_config, restart_delay_s,
     return res
 
 
-def _load(cluster: str, workload: str, fmt: Optional[str], seed: int):
-    from dlsched.cluster import load_cluster
-    from dlsched.workload.io import load_workload
+def _check_policies(flag: str, names: list[str]) -> None:
+    import dlsched.policies  # noqa: F401
+    from dlsched.scheduler.framework import REGISTRY
+    known = REGISTRY.names("profile")
+    for p in names:
+        if p not in known:
+            raise DlschedError(f"{flag}: unknown profile {p!r} (registered: {', '.join(known)})")
+
+
+def _load(cluster: str, workload: str, fmt: Optional[str], seed: int, policy_config: Optional[Path],
+          speed_config: Optional[Path]):
+    """Every input of simulate / compare, validated before any run: (cluster, jobs, workload name,
+    speed model, provenance)."""
+    from dlsched.api import load_policy_config
+    from dlsched.cluster.topology import is_preset, load_cluster
+    from dlsched.workload.io import is_named_workload, load_workload
+    load_policy_config(policy_config)
+    speed = None
+    if speed_config is not None:
+        from dlsched.workload.speed import load_speed_config
+        speed = load_speed_config(speed_config)
     cl = load_cluster(cluster)
     jobs = load_workload(workload, format=fmt, seed=seed)
-    return cl, jobs, Path(workload).name
+    prov = _provenance(seed, cluster=(cluster, is_preset(cluster)), workload=(workload, is_named_workload(workload)),
+                       policy_config=(policy_config, False), speed_config=(speed_config, False))
+    return cl, jobs, Path(workload).name, speed, prov
 
 
-def _speed(ref):
-    if ref is None:
-        return None
-    from dlsched.workload.speed import load_speed_config
-    return load_speed_config(ref)
+def _provenance(seed, **inputs: tuple) -> dict:
+    """How a summary.json was made: dlsched version, argv, seed(s), and each input (name=(ref,
+    is_name)): a file by its path and sha256, a preset, generator or bundled workload by its name."""
+    import dlsched
+
+    def one(ref, is_name: bool) -> dict:
+        if is_name:
+            return {"name": str(ref)}
+        with open(ref, "rb") as fh:
+            return {"file": str(ref), "sha256": hashlib.file_digest(fh, "sha256").hexdigest()}
+    return {"dlsched_version": dlsched.__version__, "argv": _ARGV or sys.argv[1:], "seed": seed,
+            "inputs": {k: one(*v) for k, v in inputs.items() if v[0] is not None}}
 
 
-def _check_out(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise DlschedError(f"--out {out} exists and is not a folder")
+def _check_out(out: Path, force: bool = False, *, file: bool = False) -> None:
+    """Find an --out that cannot be written before any work is done: a folder (or, with `file`, a
+    workload file) whose nearest existing folder is writable; a non-empty folder only with --force,
+    and never the current folder, one above it or the home folder."""
+    where = f"--out {out}"
+    if file:
+        from dlsched.workload.io import save_kind
+        if out.is_dir():
+            raise DlschedError(f"{where}: is a folder; give a file name")
+        save_kind(out)
+        base = out.parent
+        if not base.is_dir():
+            raise DlschedError(f"{where}: {base} is not an existing folder")
+    else:
+        if out.exists() and not out.is_dir():
+            raise DlschedError(f"{where}: exists and is not a folder")
+        if out.is_dir() and any(out.iterdir()):
+            if not force:
+                raise DlschedError(f"{where}: folder is not empty (an earlier run?); give --force to replace "
+                                   f"its contents, or another --out")
+            cwd = Path.cwd().resolve()
+            if out.resolve() in (cwd, *cwd.parents, Path.home().resolve()):
+                raise DlschedError(f"{where}: --force would delete the current folder, one above it or home")
+        base = out
+        while not base.exists():
+            base = base.parent
+        if not base.is_dir():
+            raise DlschedError(f"{where}: {base} is a file, not a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise DlschedError(f"{where}: {base} is not writable")
+
+
+def _clear_out(out: Path) -> None:
+    """Empty --out (checked by _check_out, force given): called once a run has its results, so a
+    bad input or a failed run leaves the earlier results as they were."""
+    if out.is_dir():
+        for p in out.iterdir():
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
 
 
 @app.command()
@@ -119,22 +206,22 @@ def simulate(
     workload: str = typer.Option(..., "--workload", "-w", help=WORKLOAD_HELP),
     policy: str = typer.Option("fifo", "--policy", "-p", help="a policy name (see `dlsched policies`)"),
     out: Path = typer.Option(Path("out/run"), "--out", "-o", help="output folder"),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     fmt: Optional[str] = typer.Option(None, "--format", help="workload format: schema, philly or pollux"),
     policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="YAML of policy parameters"),
-    seed: int = typer.Option(0, "--seed", help="random seed (generators and policies)"),
-    restart_delay_s: float = typer.Option(30.0, "--restart-delay-s", help="cost of resume / migrate / resize"),
-    start_delay_s: float = typer.Option(0.0, "--start-delay-s", help="cost of a job's first start (Pollux: 30)"),
+    seed: int = _seed(),
+    restart_delay_s: float = _delay(30.0, "--restart-delay-s", "cost of resume / migrate / resize"),
+    start_delay_s: float = _delay(0.0, "--start-delay-s", "cost of a job's first start (Pollux: 30)"),
     speed_config: Optional[Path] = typer.Option(None, "--speed-config", help=SPEED_HELP),
     report: bool = typer.Option(False, "--report/--no-report", help="also write report.html with plots"),
 ):
     """Simulate one policy; write jobs.parquet, summary.json, timeline and events to --out."""
-    from dlsched.api import load_policy_config
-    _check_out(out)
-    load_policy_config(policy_config)
-    speed = _speed(speed_config)
-    cl, jobs, wname = _load(cluster, workload, fmt, seed)
+    _check_out(out, force)
+    _check_policies("--policy", [policy])
+    cl, jobs, wname, speed, prov = _load(cluster, workload, fmt, seed, policy_config, speed_config)
     res = _run_one(cl, jobs, wname, policy, seed, policy_config, restart_delay_s, speed, start_delay_s)
-    res.save(out)
+    _clear_out(out)
+    res.save(out, prov)
     _print_summary([res], f"{policy} on {cl.name} / {wname}")
     if report:
         from dlsched.report import write_run_report
@@ -150,30 +237,30 @@ def compare(
     policies: str = typer.Option("fifo,fifo-gang,fifo-backfill", "--policies", "-p",
                                  help="comma-separated policy names"),
     out: Path = typer.Option(Path("out/compare"), "--out", "-o", help="output folder"),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     fmt: Optional[str] = typer.Option(None, "--format", help="workload format: schema, philly or pollux"),
     policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="YAML of policy parameters"),
-    seed: int = typer.Option(0, "--seed"),
-    restart_delay_s: float = typer.Option(30.0, "--restart-delay-s"),
-    start_delay_s: float = typer.Option(0.0, "--start-delay-s", help="cost of a job's first start (Pollux: 30)"),
+    seed: int = _seed(),
+    restart_delay_s: float = _delay(30.0, "--restart-delay-s", "cost of resume / migrate / resize"),
+    start_delay_s: float = _delay(0.0, "--start-delay-s", "cost of a job's first start (Pollux: 30)"),
     speed_config: Optional[Path] = typer.Option(None, "--speed-config", help=SPEED_HELP),
 ):
     """Run several policies on the same cluster and workload; print a table, write an HTML report."""
-    import dlsched.policies  # noqa: F401
-    from dlsched.api import load_policy_config
-    from dlsched.scheduler.framework import REGISTRY
-    _check_out(out)
+    from dlsched.metrics.result import write_json
+    _check_out(out, force)
     names = [p.strip() for p in policies.split(",") if p.strip()]
     if not names:
         raise DlschedError("--policies: give at least one policy name")
-    for p in names:
-        REGISTRY.get("profile", p)
-    load_policy_config(policy_config)
-    speed = _speed(speed_config)
-    cl, jobs, wname = _load(cluster, workload, fmt, seed)
+    if len(set(names)) < len(names):
+        raise DlschedError(f"--policies: a policy is named twice ({policies})")
+    _check_policies("--policies", names)
+    cl, jobs, wname, speed, prov = _load(cluster, workload, fmt, seed, policy_config, speed_config)
     results = [_run_one(cl, jobs, wname, p, seed, policy_config, restart_delay_s, speed, start_delay_s)
                for p in names]
+    _clear_out(out)
     for res in results:
-        res.save(out / res.policy)
+        res.save(out / res.policy, prov)
+    write_json(out / "summary.json", {"provenance": prov, "policies": {r.policy: r.summary for r in results}})
     from dlsched.report import write_compare_report
     _print_summary(results, f"{cl.name} / {wname}")
     path = write_compare_report(results, out, title=f"dlsched: {', '.join(names)} on {cl.name} / {wname}")
@@ -205,18 +292,23 @@ def cluster_cmd(cluster: str = typer.Argument(..., help=CLUSTER_HELP)):
 def experiment_cmd(
     name: Optional[str] = typer.Argument(None, help="experiment name (omit with --list)"),
     out: Path = typer.Option(Path("out/experiment"), "--out", "-o", help="output folder"),
-    seeds: Optional[int] = typer.Option(None, "--seeds", help="number of seeds (default: the experiment's)"),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+    seeds: Optional[int] = typer.Option(None, "--seeds", min=1, help="number of seeds (default: the experiment's)"),
     list_only: bool = typer.Option(False, "--list", help="list the experiments"),
     strict: bool = typer.Option(False, "--strict", help="exit 1 when an expected direction does not hold"),
 ):
     """Reproduce a published result: runs, published figures beside ours, plots, report.html."""
-    from dlsched.experiments import EXPERIMENTS, run_experiment
+    from dlsched.experiments import EXPERIMENTS
+    from dlsched.experiments.base import get_experiment, write_outputs
     if list_only or name is None:
         for e in EXPERIMENTS.values():
             typer.echo(f"{e.name:<18} {e.title}  [{e.source}, {e.default_seeds} seeds]")
         return
-    _check_out(out)
-    res, report = run_experiment(name, out, seeds)
+    _check_out(out, force)
+    exp, n = get_experiment(name, seeds)
+    res = exp.run(seeds=n)
+    _clear_out(out)
+    report = write_outputs(res, out, _provenance(list(range(n)), experiment=(name, True)))
     from rich.table import Table
     con = _console()
     show = [k for k in ("mean_jct_s", "makespan_s", "mean_wait_s", "nic_bytes", "gpu_util", "sched_time_s")
@@ -252,10 +344,11 @@ def experiment_cmd(
 def wl_generate(
     name: str = typer.Argument(..., help="generator, e.g. seed000, sample, poisson:jobs=500,rate=0.02"),
     out: Path = typer.Option(..., "--out", "-o", help="file to write (.csv, .csv.gz, .parquet, .jsonl)"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = _seed(),
 ):
     """Generate a workload into the common schema."""
     from dlsched.workload.io import load_workload, save_workload
+    _check_out(out, file=True)
     jobs = load_workload(name, seed=seed)
     save_workload(jobs, out)
     typer.echo(f"wrote {len(jobs)} jobs to {out}")
@@ -269,6 +362,7 @@ def wl_convert(
 ):
     """Convert a trace (Philly, Pollux) or schema file into the common schema."""
     from dlsched.workload.io import load_workload, save_workload
+    _check_out(out, file=True)
     jobs = load_workload(src, format=fmt)
     save_workload(jobs, out)
     typer.echo(f"wrote {len(jobs)} jobs to {out}")
@@ -301,16 +395,43 @@ _runtime.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point. typer handles usage errors itself (message and exit status 2); a DlschedError
-    (a user's bad input) is printed on one line, exit status 2."""
+    """Entry point. What a user can cause ends in one line on stderr (`error: ...`) and exit status
+    2: a usage error (unknown command or option, bad value), a DlschedError (bad input, unwritable
+    --out) or an OSError (a file that cannot be read or written). Anything else is a bug: one line,
+    exit status 1; DLSCHED_DEBUG=1 raises it with its traceback instead."""
+    try:   # recent typer vendors click as typer._click
+        from typer._click.exceptions import ClickException, NoArgsIsHelpError
+    except ImportError:  # pragma: no cover
+        from click.exceptions import ClickException, NoArgsIsHelpError
+    global _ARGV
+    _ARGV = list(sys.argv[1:] if argv is None else argv)
     try:
-        app(args=argv, standalone_mode=True, prog_name="dlsched")
-    except DlschedError as e:
-        print(f"error: {e}", file=sys.stderr)
+        rc = app(args=_ARGV, standalone_mode=False, prog_name="dlsched")
+        return rc if isinstance(rc, int) else 0
+    except NoArgsIsHelpError as e:
+        e.show()
         return 2
+    except ClickException as e:     # usage errors: unknown command or option, missing or bad value
+        ctx = getattr(e, "ctx", None)
+        where = f"{ctx.command_path}: " if ctx else ""
+        hint = f" (see '{ctx.command_path} --help')" if ctx else ""
+        return _fail(f"{where}{e.format_message()}{hint}", e.exit_code)
+    except typer.Abort:
+        return _fail("aborted", 1)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    return 0
+    except (DlschedError, OSError) as e:
+        return _fail(str(e), 2)
+    except Exception as e:
+        if os.environ.get("DLSCHED_DEBUG"):
+            raise
+        return _fail(f"internal error (please report it; DLSCHED_DEBUG=1 shows the traceback): "
+                     f"{type(e).__name__}: {e}", 1)
+
+
+def _fail(message: str, code: int) -> int:
+    print("error: " + " ".join(str(message).split()), file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

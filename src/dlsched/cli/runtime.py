@@ -100,23 +100,27 @@ def register(app: typer.Typer) -> None:
     app.add_typer(job_app, name="job")
 
     @app.command("up")
-    def up(nodes: int = typer.Option(4, help="virtual GPU nodes"),
-           gpus_per_node: int = typer.Option(2, help="GPUs per node"),
-           cpus_per_node: int = typer.Option(2), gpu_type: str = typer.Option("fake-gpu"),
+    def up(nodes: int = typer.Option(4, min=1, max=64, help="virtual GPU nodes"),
+           gpus_per_node: int = typer.Option(2, min=0, max=16, help="GPUs per node"),
+           cpus_per_node: int = typer.Option(2, min=1, max=256), gpu_type: str = typer.Option("fake-gpu"),
            policy: str = typer.Option("fifo", help="a registered policy (dlsched policies)"),
-           port: int = typer.Option(DEFAULT_PORT), warm_per_node: Optional[int] = typer.Option(
-               None, help="warm rank workers per node (default: its GPU count)"),
+           port: int = typer.Option(DEFAULT_PORT, min=1, max=65535), warm_per_node: Optional[int] = typer.Option(
+               None, min=0, max=64, help="warm rank workers per node (default: its GPU count)"),
            state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
-           timeout_s: float = typer.Option(180.0, help="give up if not up in this time")):
+           timeout_s: float = typer.Option(180.0, min=1.0, help="give up if not up in this time")):
         """Start a local Ray cluster of virtual GPU nodes and the server."""
-        from dlsched.runtime.server import ensure_token
+        from dlsched.runtime.server import ensure_token, holder_text, lock_holder
+        check_policy(policy)                 # before anything starts
         sd = _state(state_dir)
-        sd.mkdir(parents=True, exist_ok=True)
+        if lock_holder(sd) is not None:
+            raise DlschedError(f"a server is already running on state dir {sd} ({holder_text(sd)}); "
+                               "run `dlsched down` first")
         upf = sd / "up.json"
         if upf.exists():
             info = json.loads(upf.read_text())
             if any(_alive(p) for p in (info.get("keeper_pid"), info.get("server_pid")) if p):
                 raise DlschedError(f"already up (see {upf}); run `dlsched down` first")
+        _port_free(port)
         ensure_token(sd)
         logs = sd / "logs"
         logs.mkdir(exist_ok=True)
@@ -138,7 +142,8 @@ def register(app: typer.Typer) -> None:
                     raise DlschedError(f"the Ray cluster did not start; see {logs / 'cluster.log'}")
                 time.sleep(0.3)
         ci = json.loads(cinfo.read_text())
-        env = {**os.environ, "RAY_TMPDIR": ci["ray_tmpdir"], "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled")}
+        from dlsched.runtime.cluster import ray_client_env
+        env = {**os.environ, **ray_client_env(ci)}     # loopback only, Ray's token auth on
         cmd = [sys.executable, "-m", "dlsched.cli.main", "server", "--ray-address", ci["address"],
                "--state-dir", str(sd), "--policy", policy, "--port", str(port), "--embedded"]
         if warm_per_node is not None:
@@ -152,51 +157,63 @@ def register(app: typer.Typer) -> None:
                     _stop_pids(sd)
                     raise DlschedError(f"the server did not start; see {logs / 'server.log'}")
                 try:
-                    Client(sd).get("/health")
-                    break
+                    h = Client(sd).get("/health")
                 except DlschedError:
                     time.sleep(0.3)
+                    continue
+                if h.get("pid") != server.pid:          # another process answers on that port
+                    _stop_pids(sd)
+                    raise DlschedError(f"port {port} is answered by another server (pid {h.get('pid')}); "
+                                       f"see {logs / 'server.log'}")
+                break
         typer.echo(f"up in {time.monotonic() - t0:.0f} s: {nodes} nodes x {gpus_per_node} GPUs, policy {policy}, "
                    f"API http://127.0.0.1:{port} (token in {sd / 'token'})")
 
     @app.command("down")
     def down(state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP)):
-        """Stop the server and the Ray cluster that `dlsched up` started (nothing else)."""
+        """Stop the server holding this state dir (started by `up` or by hand) and the Ray
+        cluster that `dlsched up` started for it (nothing else)."""
+        from dlsched.runtime.server import lock_holder
         sd = _state(state_dir)
-        if not (sd / "up.json").exists():
-            typer.echo("nothing to stop (no up.json)")
+        if not (sd / "up.json").exists() and lock_holder(sd) is None:
+            typer.echo(f"nothing to stop (no server holds {sd}, no cluster was started there)")
             return
-        _stop_pids(sd)
-        typer.echo("stopped")
+        stopped = _stop_pids(sd)
+        typer.echo("stopped " + (", ".join(stopped) if stopped else "nothing (already gone)"))
 
     @app.command("server")
     def server(policy: str = typer.Option("fifo", help="a registered policy"),
                ray_address: Optional[str] = typer.Option(None, help="HOST:PORT of a Ray cluster (default: the one `dlsched up` started)"),
                host: str = typer.Option("127.0.0.1", help="listen address"),
-               port: int = typer.Option(DEFAULT_PORT),
+               port: int = typer.Option(DEFAULT_PORT, min=1, max=65535),
                state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
-               warm_per_node: Optional[int] = typer.Option(None, help="warm rank workers per node"),
-               round_s: float = typer.Option(30.0, help="periodic round (fallback; rounds are event-driven)"),
+               warm_per_node: Optional[int] = typer.Option(None, min=0, max=64, help="warm rank workers per node"),
+               round_s: float = typer.Option(30.0, min=0.1, help="periodic round (fallback; rounds are event-driven)"),
                namespace: str = typer.Option("dlsched", help="Ray namespace of this server's workers and groups"),
                cleanup_on_exit: bool = typer.Option(False, help="on a clean stop, stop every job and worker (default: leave them for the next server)"),
                embedded: bool = typer.Option(False, hidden=True)):
         """Run the scheduler with a RayBackend and the REST API (blocks)."""
         import logging
         from dlsched.runtime.server import Server
+        check_policy(policy)
         sd = _state(state_dir)
         if ray_address is None:
             ci = sd / "cluster.json"
             if not ci.exists():
                 raise DlschedError("give --ray-address HOST:PORT, or start a local cluster with `dlsched up`")
-            ray_address = json.loads(ci.read_text())["address"]
+            cinfo = json.loads(ci.read_text())
+            ray_address = cinfo["address"]
             embedded = True
+            from dlsched.runtime.cluster import ray_client_env
+            os.environ.update(ray_client_env(cinfo))      # before Ray is imported
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
         s = Server(sd, policy=policy, ray_address=ray_address, host=host, port=port,
                    warm_per_node=warm_per_node, round_s=round_s, embedded=embedded, namespace=namespace,
-                   cleanup_on_exit=cleanup_on_exit)
+                   cleanup_on_exit=cleanup_on_exit)      # takes the state dir's lock, or refuses
+        sock = s.bind()                                  # a port in use is refused before Ray
         counts = s.start()
         logging.getLogger("dlsched.runtime").info("server up: policy %s, recovered %s", policy, counts)
-        s.serve()
+        s.serve(sock)
 
     @app.command("submit")
     def submit(spec: Path = typer.Argument(..., help="job spec YAML"),
@@ -216,7 +233,7 @@ def register(app: typer.Typer) -> None:
         for r in rows:
             tot = r["total_steps"]
             r["progress"] = f"{r['step']}/{tot}" if tot else f"{r['step']} ({r['epochs']} epochs)"
-        _table(rows, ["job_id", "name", "state", "progress", "workers", "ps", "attempts"], "jobs")
+        _table(rows, ["job_id", "name", "state", "progress", "workers", "ps", "attempts", "reason"], "jobs")
 
     @app.command("nodes")
     def nodes(state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
@@ -227,11 +244,21 @@ def register(app: typer.Typer) -> None:
 
     @app.command("logs")
     def logs(job_id: str, follow: bool = typer.Option(False, "--follow", "-f", help="keep printing until the job ends"),
-             tail: int = typer.Option(20, help="last N steps"),
+             tail: int = typer.Option(20, min=0, help="last N steps"),
+             output: bool = typer.Option(False, "--output", help="what the program printed (stdout and stderr) instead"),
+             rank: Optional[int] = typer.Option(None, min=0, help="with --output: this rank only (default: every rank)"),
              state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
              url: Optional[str] = typer.Option(None)):
-        """A job's events and per-step statistics (loss, accuracy, step time)."""
+        """A job's events and per-step statistics (loss, accuracy, step time), or with --output
+        what its ranks printed."""
         c = Client(state_dir, url)
+        if output:
+            first = c.get(f"/jobs/{job_id}/output", params={"rank": rank or 0})
+            for r in ([rank] if rank is not None else first["ranks"] or [0]):
+                text = first["text"] if r == first["rank"] else c.get(f"/jobs/{job_id}/output", params={"rank": r})["text"]
+                typer.echo(f"==> {job_id} rank {r} <==")
+                typer.echo(text.rstrip("\n") if text else "(nothing printed)")
+            return
         for e in c.get(f"/jobs/{job_id}/events"):
             typer.echo(f"{time.strftime('%H:%M:%S', time.localtime(e['time']))} {e['kind']:<12} {e['detail']}")
         stats = c.get(f"/jobs/{job_id}/stats")
@@ -293,31 +320,70 @@ def _stat_line(s: dict) -> str:
     return f"step {s['step']:>6}{ep} loss {s['loss']:.4f}{acc} step {1000 * (s['step_s'] or 0):.1f} ms"
 
 
-def _stop_pids(sd: Path) -> None:
-    """SIGTERM the server, then the cluster keeper (it shuts Ray down), then SIGKILL what is left
-    of their process groups (Ray agents that outlive a raylet)."""
+def load_plugins() -> None:
+    """Import the modules named in $DLSCHED_PLUGINS (comma-separated): a site's own policies,
+    registered as the built-in ones are, without editing the package."""
+    import importlib
+    for mod in filter(None, (m.strip() for m in os.environ.get("DLSCHED_PLUGINS", "").split(","))):
+        try:
+            importlib.import_module(mod)
+        except Exception as e:
+            raise DlschedError(f"DLSCHED_PLUGINS: cannot import {mod}: {type(e).__name__}: {e}") from None
+
+
+def check_policy(name: str) -> None:
+    """A typo in --policy is refused before anything starts, with the known names."""
+    import dlsched.policies  # noqa: F401  (registers every policy)
+    from dlsched.scheduler.framework import REGISTRY
+    load_plugins()
+    if name not in REGISTRY.names("profile"):
+        raise DlschedError(f"--policy: unknown policy {name!r} (known: {', '.join(REGISTRY.names('profile'))})")
+
+
+def _port_free(port: int) -> None:
+    import socket
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            raise DlschedError(f"--port {port}: cannot listen on 127.0.0.1:{port}: {e.strerror}") from None
+
+
+def _stop_pids(sd: Path) -> list[str]:
+    """SIGTERM the server holding the state dir (whoever started it) and the one `up` started,
+    then the cluster keeper (it shuts Ray down), then SIGKILL what is left of their process
+    groups (Ray agents that outlive a raylet). Returns what was stopped."""
+    from dlsched.runtime.server import lock_holder
     upf = sd / "up.json"
-    if not upf.exists():
-        return
-    info = json.loads(upf.read_text())
+    info = json.loads(upf.read_text()) if upf.exists() else {}
+    holder = lock_holder(sd) or {}
     ci = sd / "cluster.json"
-    ray_tmp = json.loads(ci.read_text()).get("ray_tmpdir") if ci.exists() else None
-    for key, grace in (("server_pid", 15.0), ("keeper_pid", 40.0)):
-        pid = info.get(key)
-        if not pid or not _alive(pid):
+    cinfo = json.loads(ci.read_text()) if ci.exists() else {}
+    ray_tmp = cinfo.get("ray_tmpdir")
+    targets = [("server", holder.get("pid"), 15.0), ("server", info.get("server_pid"), 15.0),
+               ("cluster", info.get("keeper_pid") or cinfo.get("pid"), 40.0)]
+    stopped = []
+    for what, pid, grace in targets:
+        if not pid or not _alive(pid) or f"{what} (pid {pid})" in stopped:
             continue
         try:
             os.kill(pid, signal.SIGTERM)
         except OSError:
             continue
+        stopped.append(f"{what} (pid {pid})")
         t0 = time.monotonic()
         while _alive(pid) and time.monotonic() - t0 < grace:
             time.sleep(0.2)
-    for key in ("server_pid", "keeper_pid"):
-        pid = info.get(key)
+        if _alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    for pid in (info.get("server_pid"), info.get("keeper_pid") or cinfo.get("pid")):
         if pid:
             try:
-                os.killpg(pid, signal.SIGKILL)     # each was started as its own session leader
+                os.killpg(pid, signal.SIGKILL)     # `up` started each as its own session leader
             except OSError:
                 pass
     if ray_tmp and Path(ray_tmp).name.startswith("rdl"):     # the keeper's private Ray temp dir
@@ -325,3 +391,4 @@ def _stop_pids(sd: Path) -> None:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     for f in ("up.json", "server.json", "cluster.json"):
         (sd / f).unlink(missing_ok=True)
+    return stopped

@@ -304,15 +304,20 @@ PRESETS: dict[str, Any] = {
 }
 
 
+def is_preset(ref) -> bool:
+    """Whether `ref` names a preset (a preset wins over a file of the same name)."""
+    s = str(ref)
+    return (s in PRESETS and s != "liquid-N") or (s.startswith("liquid-") and s[7:].isdigit() and int(s[7:]) > 0)
+
+
 def load_cluster(ref: str | Path | Cluster) -> Cluster:
     """A preset name (seed000, seed001, seed002, liquid-N, pollux, philly) or a YAML file."""
     if isinstance(ref, Cluster):
         return ref
     s = str(ref)
-    if s in PRESETS and s != "liquid-N":
-        return cluster_from_dict(PRESETS[s](), name=s)
-    if s.startswith("liquid-") and s[7:].isdigit() and int(s[7:]) > 0:
-        return cluster_from_dict(_liquid(int(s[7:])), name=s)
+    if is_preset(s):
+        spec = _liquid(int(s[7:])) if s.startswith("liquid-") else PRESETS[s]()
+        return cluster_from_dict(spec, name=s)
     p = Path(s)
     if p.suffix in (".yaml", ".yml", ".json") or p.exists():
         spec = read_yaml(p, "cluster file")

@@ -7,16 +7,8 @@ from typing import Any
 from dlsched.core.errors import DlschedError
 
 
-def read_yaml(path: str | Path, what: str) -> Any:
-    """Parse a YAML file; a missing file or a syntax error is a DlschedError naming the file
-    (and the line, where YAML knows it)."""
-    import yaml
-    p = Path(path)
-    if not p.exists():
-        raise DlschedError(f"{what} not found: {path}")
-    try:
-        return yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f", line {mark.line + 1}" if mark else ""
-        raise DlschedError(f"{path}{line}: not valid YAML: {getattr(e, 'problem', None) or e}") from None
+def read_yaml(path: str | Path, what: str, max_bytes: int = 16 * 1024 ** 2) -> Any:
+    """Parse a YAML file; a missing, binary or oversized file, a syntax error or an alias bomb is
+    a DlschedError naming the file (and the line, where YAML knows it)."""
+    from dlsched.core.yamlio import load_yaml_text, read_text_bounded
+    return load_yaml_text(read_text_bounded(path, max_bytes, what), file=str(path))

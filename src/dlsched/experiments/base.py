@@ -96,8 +96,9 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-def write_outputs(res: ExperimentResult, out: Path) -> Path:
-    """results.csv, summary.json, per-seed run folders of seed 0, plots and report.html."""
+def write_outputs(res: ExperimentResult, out: Path, provenance: dict | None = None) -> Path:
+    """results.csv, summary.json (with `provenance` when given), per-seed run folders of seed 0,
+    plots and report.html."""
     import pandas as pd
     from dlsched.report import write_compare_report
     out.mkdir(parents=True, exist_ok=True)
@@ -118,7 +119,8 @@ def write_outputs(res: ExperimentResult, out: Path) -> Path:
     summary = {"experiment": res.name, "title": res.title, "ok": res.ok,
                "checks": [{"expected": c.text, "ok": c.ok, "detail": c.detail} for c in res.checks],
                "published": res.published, "rows": res.rows,
-               **{k: v for k, v in res.extra.items() if k != "plots"}}
+               **{k: v for k, v in res.extra.items() if k != "plots"},
+               **({"provenance": provenance} if provenance else {})}
     (out / ".summary.json.tmp").write_text(json.dumps(summary, indent=2, default=float) + "\n")
     os.replace(out / ".summary.json.tmp", out / "summary.json")
     pub = "".join(f"<tr>{''.join(f'<td>{html.escape(_fmt(v))}</td>' for v in row.values())}</tr>"
@@ -146,12 +148,18 @@ def write_outputs(res: ExperimentResult, out: Path) -> Path:
     return out / "report.html"
 
 
-def run_experiment(name: str, out: Path, seeds: int | None = None) -> tuple[ExperimentResult, Path]:
+def get_experiment(name: str, seeds: int | None = None) -> tuple[Experiment, int]:
+    """The experiment `name` and its number of seeds (`seeds`, or its default), validated."""
     if name not in EXPERIMENTS:
         raise DlschedError(f"unknown experiment {name!r} (experiments: {', '.join(sorted(EXPERIMENTS))})")
     exp = EXPERIMENTS[name]
     n = exp.default_seeds if seeds is None else seeds
     if n < 1:
         raise DlschedError("--seeds must be >= 1")
+    return exp, n
+
+
+def run_experiment(name: str, out: Path, seeds: int | None = None) -> tuple[ExperimentResult, Path]:
+    exp, n = get_experiment(name, seeds)
     res = exp.run(seeds=n)
     return res, write_outputs(res, out)

@@ -46,9 +46,10 @@ class SimResult:
     events: list = field(default_factory=list)      # the engine's event log: (time_s, kind, job_id, detail)
     decisions: list = field(default_factory=list)   # the scheduler's log
 
-    def save(self, out_dir: str | Path) -> Path:
+    def save(self, out_dir: str | Path, provenance: dict | None = None) -> Path:
         """jobs.parquet, timeline.parquet, rounds.parquet, events.parquet and summary.json in out_dir
-        (each written to a temporary name and renamed, so none is left half-written)."""
+        (each written to a temporary name and renamed, so none is left half-written); summary.json
+        also records `provenance` when given (how the run was made: see the CLI)."""
         import pandas as pd
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -57,7 +58,7 @@ class SimResult:
         _atomic(out / "rounds.parquet", lambda p: self.rounds.to_parquet(p, index=False))
         ev = pd.DataFrame(self.events, columns=["time_s", "kind", "job_id", "detail"])
         _atomic(out / "events.parquet", lambda p: ev.to_parquet(p, index=False))
-        _atomic(out / "summary.json", lambda p: Path(p).write_text(json.dumps(self.summary, indent=2) + "\n"))
+        write_json(out / "summary.json", {**self.summary, **({"provenance": provenance} if provenance else {})})
         return out
 
 
@@ -65,6 +66,11 @@ def _atomic(path: Path, write) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     write(tmp)
     os.replace(tmp, path)
+
+
+def write_json(path: Path, data: dict) -> None:
+    """`data` as indented JSON in `path`, written to a temporary name and renamed."""
+    _atomic(path, lambda p: Path(p).write_text(json.dumps(data, indent=2) + "\n"))
 
 
 def _integral(t: np.ndarray, v: np.ndarray, t0: float, t1: float) -> float:

@@ -47,6 +47,7 @@ from dlsched.cluster.topology import Cluster
 from dlsched.core.errors import DlschedError
 from dlsched.core.types import (GPU, Launch, Migrate, NodeSpec, Plan, Resize, Resume, Role,
                                 Suspend, TaskPlacement, TaskSpec)
+from dlsched.runtime.joblogs import rank_log
 from dlsched.runtime.sdk import STATS_LOG, clean_checkpoints
 from dlsched.runtime.spec import RuntimeJobSpec
 from dlsched.scheduler import events as ev
@@ -114,6 +115,10 @@ class _Run:
 
 
 class RayBackend:
+    # a policy's exception in a round holds the job it is about (or keeps the plan), see
+    # Scheduler._contained_round: one bad job must not stop a shared cluster's scheduler
+    contain_policy_errors = True
+
     def __init__(self, store, state_dir: str | Path, *, namespace: str = NAMESPACE,
                  warm_per_node: int | None = None,
                  pg_timeout_s: float = 10.0, stop_timeout_s: float = 30.0, node_poll_s: float = 0.5,
@@ -165,6 +170,7 @@ class RayBackend:
         self._arrived: list[str] = []           # arrivals handed out by the last poll
         self.latencies: list[float] = []        # event -> decision (s): plan ready, or round over
         self.scheduler = None
+        self._kick = False                      # a round is due at the next poll (after recover)
         self._adopt_workers()
         warm = warm_per_node
         for i, n in enumerate(self.nodes):
@@ -327,6 +333,9 @@ class RayBackend:
                 t = heapq.heappop(self._ticks)
                 self._tickset.discard(t)
                 out.append(ev.RoundTick(self._now))
+            if self._kick:            # a (re)started server decides at once, events or not
+                self._kick = False
+                out.append(ev.RoundTick(self._now))
             if time.monotonic() - self._last_stats >= self.stats_every_s:
                 self._collect_stats()
             if out:
@@ -373,6 +382,18 @@ class RayBackend:
     def _tasks_of(self, job_id: str) -> tuple[TaskSpec, ...]:
         rec = self.scheduler.jobs.get(job_id) if self.scheduler is not None else None
         return rec.tasks if rec is not None else self.specs[job_id].tasks()
+
+    def policy_error(self, job_id: str | None, reason: str) -> None:
+        """The policy raised in a round (scheduler thread). The job it is about is stopped if
+        it runs, and held with the reason (an operator's `resume` lets it be placed again)."""
+        if job_id is None:
+            self.store.event("", "policy_error", reason[:2000])
+            return
+        self._give_partial(job_id)
+        if job_id in self.runs:
+            self._stop_run(job_id, "held: policy error")
+        self.store.update_job(job_id, state="held", held=1, error=reason[:4000])
+        self.store.event(job_id, "policy_error", reason[:2000])
 
     # -- commands from the API (any thread) -------------------------------------------------
     def submit(self, job_id: str) -> None:
@@ -454,7 +475,8 @@ class RayBackend:
         from dlsched.scheduler.core import JobState
         if rec.state is not JobState.HELD:
             return {"job_id": job_id, "state": self.store.job(job_id)["state"], "changed": False}
-        self.store.update_job(job_id, state="suspended" if rec.first_start_s is not None else "queued", held=0)
+        self.store.update_job(job_id, state="suspended" if rec.first_start_s is not None else "queued", held=0,
+                              error="")
         self.store.event(job_id, "released")
         out.append(ev.JobReleased(self._now, job_id))
         return {"job_id": job_id, "state": "queued", "changed": True}
@@ -564,7 +586,7 @@ class RayBackend:
                     "master_port": port, "ckpt_dir": ckpt, "args": spec.args, "batch_size": spec.batch_size,
                     "iterations": spec.iterations, "epochs": spec.epochs,
                     "checkpoint_every": spec.checkpoint_every, "gpus": float(tasks[tp.task].demand[GPU]),
-                    "entry": spec.entry,
+                    "entry": spec.entry, "log_path": str(rank_log(self.state_dir, job_id, tp.task)),
                     "env": {"CUDA_VISIBLE_DEVICES": ",".join(map(str, tp.gpu_ids))} if tp.gpu_ids else {}}))
             t_addr = time.perf_counter()
             ray.get(starts, timeout=60)
@@ -752,8 +774,29 @@ class RayBackend:
                 pass                                   # a line cut by the crash
         self.store.add_stats(job_id, recs)
 
+    def _first_failure(self, run: _Run, rank: int, res: dict) -> tuple[int, dict]:
+        """The rank whose program failed first. A program's exception makes its peers fail too
+        (their collective loses a member), and their results may come in first: ask the other
+        ranks' workers (still alive) for theirs and take the earliest failure."""
+        best = (res.get("failed_at", float("inf")), rank, res)
+        others = [(tp.task, self.handles.get(w)) for tp, w in zip(run.placements, run.workers) if tp.task != rank]
+        refs = {h.status.remote(): rk for rk, h in others if h is not None}
+        if not refs:
+            return rank, res
+        try:
+            ready, _ = self.ray.wait(list(refs), num_returns=len(refs), timeout=1.0)
+            for ref in ready:
+                r = (self.ray.get(ref) or {}).get("result") or {}
+                if r.get("state") == "failed" and r.get("failed_at", float("inf")) < best[0]:
+                    best = (r["failed_at"], refs[ref], r)
+        except Exception:
+            pass
+        return best[1], best[2]
+
     def _break_gang(self, run: _Run, rank: int, res: dict, out: list) -> None:
         job_id = run.job_id
+        if res.get("state") == "failed":
+            rank, res = self._first_failure(run, rank, res)
         node = next(tp.node for tp in run.placements if tp.task == rank)
         reason = f"rank {rank} on {self.nodes[node].name} {res['state']}: {res.get('error', '')}"
         log.warning("job %s: gang broken: %s", job_id, reason)
@@ -764,8 +807,10 @@ class RayBackend:
         if res["state"] == "failed":
             self.failures[job_id] = self.failures.get(job_id, 0) + 1
             if self.failures[job_id] >= self.max_failures:
-                self.store.update_job(job_id, state="failed", finish_time=time.time(),
-                                      error=(res.get("traceback") or reason)[-4000:])
+                tb = res.get("traceback") or ""
+                head = f"rank {rank} on {self.nodes[node].name} failed first: {res.get('error', '')}"
+                self.store.update_job(job_id, state="failed", finish_time=time.time(), failed_rank=rank,
+                                      error=(head + "\n" + tb[-(3900 - len(head)):]) if tb else head)
                 out.append(ev.JobFinish(self._now, job_id))
                 return
         self.store.update_job(job_id, state="suspended")
@@ -839,8 +884,6 @@ class RayBackend:
         ray = self.ray
         self.scheduler = scheduler
         counts = {"reattached": 0, "requeued": 0, "held": 0}
-        for d in self.ckpt_root.glob("*"):
-            clean_checkpoints(d, keep=2)
         attached_pgs = set()
         for j in self.store.jobs(("queued", "running", "suspended", "held")):
             job_id = j["job_id"]
@@ -873,6 +916,11 @@ class RayBackend:
                 self.store.update_job(job_id, state="suspended")
                 self.store.event(job_id, "requeued", "server restart: ranks gone")
                 counts["requeued"] += 1
+        for d in self.ckpt_root.glob("*"):
+            # half-written files of jobs that do not run; never of a re-attached job, whose rank
+            # 0 may be writing its next checkpoint right now
+            if d.name not in self.runs:
+                clean_checkpoints(d, keep=2)
         for name in [n for n, h in self.handles.items() if not any(n in r.workers for r in self.runs.values())]:
             if not any(name in lst for lst in self.pool.values()):
                 self._kill_worker(name)               # a worker of a job that is not active any more
@@ -884,8 +932,8 @@ class RayBackend:
                     self._remove_pg_named(nm)
         except Exception:
             pass
+        self._kick = True
         self.q.put(("wake", None, None, time.perf_counter()))
-        scheduler._dirty = True
         return counts
 
     def _reattach(self, job_id: str, alloc: list[dict]) -> bool:

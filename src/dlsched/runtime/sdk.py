@@ -135,13 +135,18 @@ class JobContext:
         return dist if dist.is_available() and dist.is_initialized() else None
 
     # -- checkpoints -------------------------------------------------------------------------
-    def restore(self) -> dict | None:
-        """The latest checkpoint's dict (it has 'step'), or None for a fresh start."""
+    def restore(self, *, weights_only: bool = True) -> dict | None:
+        """The latest checkpoint's dict (it has 'step'), or None for a fresh start.
+
+        Loaded with `torch.load(weights_only=True)`: tensors, state dicts and plain Python
+        values, never arbitrary pickled objects (a checkpoint file is data; unpickling it
+        could run code). A program that saves other objects passes weights_only=False for its
+        own checkpoints, knowingly."""
         import torch
         p = latest_checkpoint(self.ckpt_dir)
         if p is None:
             return None
-        return torch.load(p, map_location="cpu", weights_only=False)
+        return torch.load(p, map_location="cpu", weights_only=weights_only)
 
     def checkpoint(self, step: int, save: Callable[[], dict]) -> None:
         import torch

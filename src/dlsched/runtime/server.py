@@ -1,8 +1,15 @@
 """`dlsched server`: the scheduler core driving a RayBackend, with a REST API and a SQLite store.
 
-API (OpenAPI schema at /openapi.json, docs at /docs). Requests that change state need
-`Authorization: Bearer <token>` (the token file in the state dir, readable by its owner only);
-reads do not.
+API (OpenAPI schema at /openapi.json, docs at /docs). Every request except /health and the
+docs needs `Authorization: Bearer <token>` (the token file in the state dir, readable by its
+owner only), reads included: a job's spec, args, paths and tracebacks are the user's.
+
+Limits: a request body over MAX_BODY_BYTES is refused with 413 before it is read whole, a job
+spec over MAX_SPEC_BYTES (as JSON) with 413.
+
+One server per state dir: the server holds an exclusive lock on `<state dir>/server.lock`
+(released by the kernel when the process dies, so a kill -9 leaves no stale lock); a second
+server on the same state dir refuses to start and names the holder.
 
     GET  /health                      liveness (no auth)
     GET  /jobs                        every job with its state and progress
@@ -10,6 +17,7 @@ reads do not.
     GET  /jobs/{id}                   job, allocation (rank -> node, GPUs), checkpoints
     GET  /jobs/{id}/stats?since=N     per-step loss, accuracy, step time, epoch
     GET  /jobs/{id}/events            the job's event log
+    GET  /jobs/{id}/output?rank=R     what the job's ranks printed (stdout and stderr), per rank
     POST /jobs/{id}/cancel|suspend|resume
     POST /jobs/{id}/migrate           {"nodes": ["n2", "n3"], "workers": 4}  (both optional)
     GET  /nodes                       nodes from Ray: name, rack, GPU type, GPUs, free, up
@@ -17,6 +25,7 @@ reads do not.
 """
 
 
+import fcntl
 import hmac
 import json
 import logging
@@ -31,15 +40,89 @@ from dlsched.core.errors import DlschedError
 
 log = logging.getLogger("dlsched.runtime")
 
+MAX_BODY_BYTES = 2 * 1024 ** 2          # any request body
+MAX_SPEC_BYTES = 1024 ** 2              # one job spec, as JSON
+MAX_OUTPUT_BYTES = 1024 ** 2            # one answer of /jobs/{id}/output
+
 
 def default_state_dir() -> Path:
     return Path(os.environ.get("DLSCHED_STATE_DIR") or Path.home() / ".dlsched")
 
 
+def private_state_dir(state_dir: Path) -> Path:
+    """Create the state dir (0700) and make what is already in it private to its owner: the
+    store, its WAL, checkpoints and logs hold the users' programs' data. Files created later are
+    private through the process umask (0077, set by the server and the cluster keeper)."""
+    state_dir = Path(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(state_dir, 0o700)
+    for dirpath, dirnames, filenames in os.walk(state_dir):
+        for d in dirnames:
+            os.chmod(os.path.join(dirpath, d), 0o700)
+        for f in filenames:
+            try:
+                os.chmod(os.path.join(dirpath, f), 0o600)
+            except OSError:
+                pass
+    return state_dir
+
+
+class StateLock:
+    """The exclusive lock of one server on a state dir (flock on `server.lock`, which also
+    names the holder: pid, URL). The kernel releases it when the process dies."""
+
+    def __init__(self, state_dir: Path):
+        self.path = Path(state_dir) / "server.lock"
+        self.fd: int | None = None
+
+    def acquire(self, info: dict) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise DlschedError(f"state dir {self.path.parent} is in use by another server "
+                               f"({holder_text(self.path.parent)}); stop it first (dlsched down)") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps(info).encode())
+        self.fd = fd
+
+    def update(self, info: dict) -> None:
+        if self.fd is not None:
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, json.dumps(info).encode(), 0)
+
+
+def lock_holder(state_dir: Path) -> dict | None:
+    """The live server holding the state dir's lock ({pid, url, ...}), or None when no process
+    holds it (whatever the lock file says: a killed server leaves a file, not a lock)."""
+    p = Path(state_dir) / "server.lock"
+    if not p.exists():
+        return None
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:                       # held: read who holds it
+            try:
+                return json.loads(os.pread(fd, 65536, 0) or b"{}") or {"pid": None}
+            except ValueError:
+                return {"pid": None}
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def holder_text(state_dir: Path) -> str:
+    h = lock_holder(state_dir) or {}
+    return f"pid {h.get('pid', '?')}, {h.get('url', 'URL not known yet')}"
+
+
 def ensure_token(state_dir: Path) -> str:
     """The API token: created once (owner-only file), read afterwards."""
     p = Path(state_dir) / "token"
-    state_dir.mkdir(parents=True, exist_ok=True)
+    private_state_dir(state_dir)
     if not p.exists():
         tok = secrets.token_urlsafe(32)
         fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -57,17 +140,63 @@ def ray_env(embedded: bool) -> None:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 
+class BodyLimit:
+    """ASGI middleware: a request body over `limit` bytes is refused with 413, by its
+    Content-Length at once, or as soon as a streamed body passes the limit."""
+
+    def __init__(self, app, limit: int = MAX_BODY_BYTES):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        for k, v in scope.get("headers", []):
+            if k == b"content-length" and v.isdigit() and int(v) > self.limit:
+                return await self._refuse(send)
+        seen = 0
+
+        async def limited():
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge()
+            return msg
+        try:
+            await self.app(scope, limited, send)
+        except _TooLarge:
+            await self._refuse(send)
+
+    async def _refuse(self, send):
+        body = json.dumps({"detail": f"request body over {self.limit} bytes"}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"connection", b"close"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class _TooLarge(Exception):
+    pass
+
+
 def make_app(server: "Server"):
-    from fastapi import Depends, FastAPI, HTTPException, Request
+    from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
     from pydantic import BaseModel
 
-    app = FastAPI(title="dlsched", version="0.1.0",
+    from dlsched.runtime.apidocs import install_docs
+    app = FastAPI(title="dlsched", version="0.1.0", docs_url=None, redoc_url=None,
                   description="Schedules deep-learning training jobs on a Ray cluster.")
+    install_docs(app)
+    app.add_middleware(BodyLimit)
 
-    def auth(request: Request) -> None:
-        h = request.headers.get("authorization", "")
-        tok = h[7:] if h.lower().startswith("bearer ") else ""
-        if not tok or not hmac.compare_digest(tok, server.token):
+    from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+    bearer = HTTPBearer(auto_error=False, description="the token file in the state dir")
+
+    def auth(cred: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> None:
+        # declared as a security scheme, so the docs page offers "Authorize"
+        tok = cred.credentials if cred is not None else ""
+        if not tok or not hmac.compare_digest(tok.encode(), server.token.encode()):
             raise HTTPException(401, "missing or wrong bearer token (see the token file in the state dir)",
                                 headers={"WWW-Authenticate": "Bearer"})
 
@@ -90,13 +219,18 @@ def make_app(server: "Server"):
         return {"ok": True, "policy": server.policy, "pid": os.getpid(),
                 "scheduler_alive": server.thread is not None and server.thread.is_alive()}
 
-    @app.get("/jobs")
+    api = APIRouter(dependencies=[Depends(auth)])
+
+    @api.get("/jobs")
     def jobs():
         return [_summary(j) for j in server.store.jobs()]
 
-    @app.post("/jobs", status_code=201, dependencies=[Depends(auth)])
+    @api.post("/jobs", status_code=201)
     def submit(body: Submit):
         from dlsched.runtime.spec import job_spec_from_dict
+        size = len(json.dumps(body.spec))
+        if size > MAX_SPEC_BYTES:
+            raise HTTPException(413, f"job spec is {size} bytes as JSON; the limit is {MAX_SPEC_BYTES}")
         try:
             spec = job_spec_from_dict(body.spec, file=body.source)
         except DlschedError as e:
@@ -105,20 +239,20 @@ def make_app(server: "Server"):
         server.backend.submit(job_id)
         return {"job_id": job_id}
 
-    @app.get("/jobs/{job_id}")
+    @api.get("/jobs/{job_id}")
     def job(job_id: str):
         j = job_or_404(job_id)
         last = server.store.stats(job_id, since_step=max(j["step"] - 2, -1))
-        return {**_summary(j), "spec": j["spec"], "error": j["error"],
+        return {**_summary(j), "spec": j["spec"], "error": j["error"], "failed_rank": j.get("failed_rank"),
                 "allocation": server.store.allocation(job_id),
                 "checkpoints": server.store.checkpoints(job_id), "last_stats": last[-1] if last else None}
 
-    @app.get("/jobs/{job_id}/stats")
+    @api.get("/jobs/{job_id}/stats")
     def stats(job_id: str, since: int = -1, limit: int = 100000):
         job_or_404(job_id)
         return server.store.stats(job_id, since_step=since, limit=limit)
 
-    @app.get("/jobs/{job_id}/events")
+    @api.get("/jobs/{job_id}/events")
     def events(job_id: str):
         job_or_404(job_id)
         return server.store.events(job_id)
@@ -130,24 +264,33 @@ def make_app(server: "Server"):
         except DlschedError as e:
             raise HTTPException(409, str(e))
 
-    @app.post("/jobs/{job_id}/cancel", dependencies=[Depends(auth)])
+    @api.post("/jobs/{job_id}/cancel")
     def cancel(job_id: str):
         return op("cancel", job_id)
 
-    @app.post("/jobs/{job_id}/suspend", dependencies=[Depends(auth)])
+    @api.post("/jobs/{job_id}/suspend")
     def suspend(job_id: str):
         return op("suspend", job_id)
 
-    @app.post("/jobs/{job_id}/resume", dependencies=[Depends(auth)])
+    @api.post("/jobs/{job_id}/resume")
     def resume(job_id: str):
         return op("resume", job_id)
 
-    @app.post("/jobs/{job_id}/migrate", dependencies=[Depends(auth)])
+    @api.post("/jobs/{job_id}/migrate")
     def migrate(job_id: str, body: MigrateBody | None = None):
         body = body or MigrateBody()
         return op("migrate", job_id, nodes=body.nodes, workers=body.workers)
 
-    @app.get("/nodes")
+    @api.get("/jobs/{job_id}/output")
+    def output(job_id: str, rank: int = 0, tail_bytes: int = 65536):
+        """What rank `rank` of the job printed (stdout and stderr, every run, newest last)."""
+        job_or_404(job_id)
+        from dlsched.runtime.joblogs import rank_log, read_tail
+        return {"job_id": job_id, "rank": rank,
+                "ranks": sorted(int(p.stem.split("-")[1]) for p in rank_log(server.state_dir, job_id, 0).parent.glob("rank-*.log")),
+                "text": read_tail(rank_log(server.state_dir, job_id, rank), min(max(tail_bytes, 0), MAX_OUTPUT_BYTES))}
+
+    @api.get("/nodes")
     def nodes():
         b = server.backend
         free = b.state.free
@@ -157,12 +300,14 @@ def make_app(server: "Server"):
                  "up": bool(b.state.up[i]), "schedulable": bool(up[i]), "ray_id": n.ray_id,
                  "warm_workers": len(b.pool[i]), "warm_ready": b.warm_ready(i)} for i, n in enumerate(b.nodes)]
 
-    @app.get("/metrics/scheduler")
+    @api.get("/metrics/scheduler")
     def metrics():
         lat = list(server.backend.latencies)
         return {"rounds": len(server.scheduler.rounds), "decisions": len(lat), "decision_latency_s": lat[-1000:],
+                "round_errors": [{"time": t, "job_id": j, "error": e} for t, j, e in server.scheduler.round_errors[-100:]],
                 "round_wall_s": [r[1] for r in server.scheduler.rounds[-1000:]]}
 
+    app.include_router(api)
     return app
 
 
@@ -173,7 +318,8 @@ def _summary(j: dict) -> dict:
             "total_steps": total, "epochs": s.get("epochs"), "workers": j["workers"], "ps": s.get("ps", 0),
             "gpus_per_worker": s.get("gpus_per_worker"), "priority": s.get("priority"),
             "submit_time": j["submit_time"], "start_time": j["start_time"],
-            "finish_time": j["finish_time"], "attempts": j["attempts"]}
+            "finish_time": j["finish_time"], "attempts": j["attempts"],
+            "reason": (j["error"] or "").splitlines()[0][:300] if j["error"] else ""}
 
 
 class Server:
@@ -190,7 +336,11 @@ class Server:
         self.backend_kw = backend_kw
         self.namespace, self.cleanup_on_exit = namespace, cleanup_on_exit
         self.thread: threading.Thread | None = None
+        os.umask(0o077)                   # the store, its WAL, checkpoints, logs: owner only
         self.token = ensure_token(self.state_dir)
+        self.lock = StateLock(self.state_dir)
+        self.lock.acquire({"pid": os.getpid(), "policy": policy, "ray_address": ray_address,
+                           "started": time.time()})
 
     def start(self) -> dict:
         from dlsched.runtime.backend import RayBackend
@@ -229,18 +379,34 @@ class Server:
             if self.cleanup_on_exit:
                 self.backend.kill_all()
 
-    def serve(self) -> None:
+    def bind(self):
+        """The listening socket, bound before anything is announced: a port in use is an error
+        here, not a server.json that names another process's server."""
+        import socket
+        fam = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(fam, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self.port))
+        except OSError as e:
+            sock.close()
+            raise DlschedError(f"cannot listen on {self.host}:{self.port}: {e.strerror}") from None
+        sock.listen(128)
+        return sock
+
+    def serve(self, sock=None) -> None:
         import uvicorn
-        config = uvicorn.Config(make_app(self), host=self.host, port=self.port, log_level="warning",
-                                access_log=False)
+        sock = sock or self.bind()
+        config = uvicorn.Config(make_app(self), log_level="warning", access_log=False)
         srv = uvicorn.Server(config)
         info = {"url": f"http://{self.host}:{self.port}", "pid": os.getpid(), "policy": self.policy,
-                "ray_address": self.ray_address}
+                "ray_address": self.ray_address, "started": time.time()}
+        self.lock.update(info)
         p = self.state_dir / "server.json"
         tmp = p.with_suffix(".tmp")
         tmp.write_text(json.dumps(info))
         tmp.replace(p)
         try:
-            srv.run()
+            srv.run(sockets=[sock])
         finally:
             self.stop()

@@ -184,17 +184,13 @@ def job_spec_from_dict(spec: Any, *, file: str | None = None, base_dir: Path | N
     return RuntimeJobSpec(**vals)
 
 
+MAX_SPEC_FILE_BYTES = 1024 ** 2
+
+
 def load_job_spec(path: str | Path) -> RuntimeJobSpec:
-    """Read and validate a job spec YAML file."""
-    import yaml
+    """Read and validate a job spec YAML file (at most 1 MiB; alias bombs refused)."""
+    from dlsched.core.yamlio import load_yaml_text, read_text_bounded
     p = Path(path)
-    if not p.is_file():
-        raise InputError("job spec file not found", file=str(path))
-    text = p.read_text()
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise InputError(f"not valid YAML: {getattr(e, 'problem', None) or e}", file=str(path),
-                         line=mark.line + 1 if mark else None) from None
+    text = read_text_bounded(p, MAX_SPEC_FILE_BYTES, "job spec")
+    data = load_yaml_text(text, file=str(path))
     return job_spec_from_dict(data, file=str(path), base_dir=p.resolve().parent, lines=_lines(text))

@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS jobs (
   job_id TEXT PRIMARY KEY, seq INTEGER, name TEXT, spec TEXT, state TEXT, submit_time REAL,
   start_time REAL, finish_time REAL, attempts INTEGER DEFAULT 0, step INTEGER DEFAULT 0,
-  held INTEGER DEFAULT 0, error TEXT DEFAULT '', workers INTEGER);
+  held INTEGER DEFAULT 0, error TEXT DEFAULT '', workers INTEGER, failed_rank INTEGER);
 CREATE TABLE IF NOT EXISTS allocations (
   job_id TEXT, rank INTEGER, node TEXT, gpu_ids TEXT, worker TEXT, run_id TEXT,
   PRIMARY KEY (job_id, rank));
@@ -44,6 +44,9 @@ class Store:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
+            cols = {r[1] for r in self.db.execute("PRAGMA table_info(jobs)")}
+            if "failed_rank" not in cols:        # a store written before the column existed
+                self.db.execute("ALTER TABLE jobs ADD COLUMN failed_rank INTEGER")
 
     def close(self) -> None:
         with self._lock:

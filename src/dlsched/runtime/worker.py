@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import threading
 import traceback
 
@@ -28,6 +29,7 @@ class RankWorker:
         import torch  # noqa: F401  (warm: the import is most of a rank's start-up time)
         import torch.distributed  # noqa: F401
         torch.set_num_threads(1)
+        os.umask(0o077)                   # checkpoints and logs: owner only
         for mod in warm_imports:          # what the programs import (a job's first step is then fast)
             try:
                 importlib.import_module(mod)
@@ -56,25 +58,36 @@ class RankWorker:
         from dlsched.runtime.sdk import JobContext
         if not self.done.is_set():
             raise RuntimeError(f"worker busy with {self.run_id}")
-        fields = {k: v for k, v in payload.items() if k not in ("entry", "env")}
+        fields = {k: v for k, v in payload.items() if k not in ("entry", "env", "log_path")}
         for k, v in (payload.get("env") or {}).items():
             os.environ[k] = v
         self.ctx = JobContext(**fields)
         self.run_id, self.job_id = payload["run_id"], payload["job_id"]
         self.result = None
         self.done.clear()
-        self.thread = threading.Thread(target=self._run, args=(payload["entry"],), daemon=True)
+        self.thread = threading.Thread(target=self._run, args=(payload["entry"], payload.get("log_path")),
+                                       daemon=True)
         self.thread.start()
         return self.run_id
 
-    def _run(self, entry: str) -> None:
+    def _run(self, entry: str, log_path: str | None) -> None:
+        import contextlib
+
+        from dlsched.runtime.joblogs import Capture
         from dlsched.runtime.sdk import load_entry
         ctx = self.ctx
+        cap = (Capture(log_path, f"run {self.run_id} rank {ctx.rank} on {self.node} (pid {os.getpid()})")
+               if log_path else contextlib.nullcontext())
         try:
-            load_entry(entry)(ctx)
+            with cap:
+                try:
+                    load_entry(entry)(ctx)
+                except BaseException:
+                    traceback.print_exc()      # into the rank's log, where the user looks
+                    raise
             self.result = {"state": "stopped" if ctx.stopped else "done", "step": ctx.step}
         except BaseException as e:  # the program's own failure: reported, the worker lives on
-            self.result = {"state": "failed", "step": ctx.step,
+            self.result = {"state": "failed", "step": ctx.step, "failed_at": time.time(),
                            "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-4000:]}
         finally:
             ctx.close()

@@ -17,6 +17,14 @@ A round (`Scheduler.round`):
     4. actions:  each action's act(ctx) (may suspend / migrate / launch through ctx.txn)
 The wall-clock time of steps 1-4 is the round's scheduling time.
 
+Policy errors. A backend whose `contain_policy_errors` is true (the real runtime: one bad job
+must not take a shared cluster's scheduler down) gets `Scheduler.run` to contain an exception
+raised in a round: the job it is attributed to (see `_culprit`) is put on hold through
+`backend.policy_error(job_id, reason)` (the backend stops it if it runs and records the reason)
+and the round is run again without it; a round that cannot be attributed to one job keeps the
+previous plan (nothing changes) and says so through `backend.policy_error(None, reason)`. The
+simulator does not contain errors: a policy bug there must stop the run loudly.
+
 A non-gang profile places a DL job's workers one at a time; a job that got only some of them
 holds them while it waits for the rest (it cannot train: "partial hold", the waste seed 002
 describes, measured in partial_hold_gpu_s).
@@ -24,8 +32,10 @@ describes, measured in partial_hold_gpu_s).
 from __future__ import annotations
 
 import bisect
-import math
 import enum
+import logging
+import math
+import re
 import time as _time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -40,6 +50,8 @@ from dlsched.scheduler.framework import REGISTRY, ProfileSpec, build
 from dlsched.scheduler.transaction import Transaction
 
 _EPS = 1e-9
+log = logging.getLogger("dlsched.scheduler")
+_JOB_ID_RE = re.compile(r"\b[\w.-]+\b")
 
 
 class JobState(enum.Enum):
@@ -50,6 +62,9 @@ class JobState(enum.Enum):
     DONE = "done"
     HELD = "held"              # stopped by an operator (real runtime); not queued until released
     REJECTED = "rejected"      # can never fit this cluster
+
+
+_SETTLED = (JobState.DONE, JobState.HELD, JobState.REJECTED)   # not in the queue, not running
 
 
 @dataclass(eq=False)
@@ -184,6 +199,7 @@ class Scheduler:
         self._stats: Callable[[str], dict] | None = None
         self._cap_max: np.ndarray | None = None
         self._cap_total: np.ndarray | None = None
+        self.round_errors: list[tuple[float, str | None, str]] = []   # (time, job or None, error)
 
     # -- events ------------------------------------------------------------------------------
     def handle(self, e, backend) -> None:
@@ -477,6 +493,51 @@ class Scheduler:
             backend.apply(plan)
             self._after_apply(plan, backend.now())
 
+    # -- policy errors (real runtime) ------------------------------------------------------
+    def _contained_round(self, backend, now: float) -> Plan:
+        """`round`, with an exception in it contained (see the module docstring). Each retry
+        holds one more job, so this ends after at most one round per job plus one."""
+        name = self.profile.spec.name
+        for _ in range(len(self.jobs) + 1):
+            try:
+                return self.round(backend.snapshot())
+            except Exception as e:                     # a policy bug: contain it
+                job_id = self._culprit(e)
+                err = f"{type(e).__name__}: {e}"
+                self.round_errors.append((now, job_id, err))
+                if job_id is None:
+                    reason = f"policy {name} failed in a round not attributable to one job ({err}); previous plan kept"
+                    log.error("%s", reason, exc_info=True)
+                    backend.policy_error(None, reason)
+                    return Plan([])
+                reason = f"policy {name} failed on this job: {err}"
+                log.error("policy %s failed on job %s; job put on hold: %s", name, job_id, err, exc_info=True)
+                backend.policy_error(job_id, reason)
+                self.handle(ev.JobHeld(now, job_id, reason), backend)
+        return Plan([])
+
+    def _culprit(self, e: BaseException) -> str | None:
+        """The job an exception raised in a round is about: the innermost frame below `round`
+        that holds a job (a JobRecord or JobSpec local, or a job-id string local), else a known
+        job id named in the message. Frames of `round` itself are skipped: its loop variables
+        may name a job the error has nothing to do with."""
+        frames = []
+        tb, below = e.__traceback__, False
+        while tb is not None:
+            if below:
+                frames.append(tb.tb_frame)
+            elif tb.tb_frame.f_code is Scheduler.round.__code__:
+                below = True
+            tb = tb.tb_next
+        for fr in reversed(frames):                 # innermost first
+            for v in fr.f_locals.values():
+                jid = (v.job_id if isinstance(v, (JobRecord, JobSpec))
+                       else v if isinstance(v, str) and v in self.jobs else None)
+                if jid is not None and jid in self.jobs and self.jobs[jid].state not in _SETTLED:
+                    return jid
+        named = [w for w in _JOB_ID_RE.findall(str(e)) if w in self.jobs]
+        return named[0] if len(set(named)) == 1 else None
+
     # -- the loop ---------------------------------------------------------------------------
     def run(self, backend, *, progress: Callable[[float, int], None] | None = None) -> None:
         n_batches = 0
@@ -492,7 +553,9 @@ class Scheduler:
             # Without event rounds a change waits (dirty) for the next multiple of round_s.
             if self.profile.event_rounds or self._ticked or now % round_s == 0:
                 if self._dirty and self.queue or self._dirty and self.profile.actions:
-                    plan = self.round(backend.snapshot())
+                    plan = (self._contained_round(backend, now)
+                            if getattr(backend, "contain_policy_errors", False)
+                            else self.round(backend.snapshot()))
                     if len(plan):
                         backend.apply(plan)
                         self._after_apply(plan, now)

@@ -18,8 +18,10 @@ Files
     `format=` overrides either: one of schema / philly / pollux, or csv / parquet / jsonl.
 
 Line numbers in errors are 1-based: in CSV the header is line 1 and the first data row line 2
-(quoted fields spanning several lines are not supported); in JSON lines the first record is
-line 1; in Parquet the row index + 1. Rows whose every field is empty (blank lines) are skipped.
+(a row whose quoted field spans lines counts as the line it ends on); in JSON lines the first
+record is line 1; in Parquet the row index + 1. Rows whose every field is empty (blank lines) are
+skipped. Every CSV row must have as many fields as the header: a row cut short (a truncated
+file) or one with extra fields is an error naming its line and field, never a default.
 
 Saving (`save_workload`) always writes the common schema; the encoding comes from the
 extension: .csv, .csv.gz, .parquet, .jsonl, .jsonl.gz. The file is written next to its
@@ -35,7 +37,6 @@ import gzip
 import io as _io
 import json
 import os
-import re
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -56,7 +57,6 @@ SAVE_SUFFIXES = {".csv": ("csv", False), ".csv.gz": ("csv", True), ".parquet": (
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _PARQUET_MAGIC = b"PAR1"
-_PANDAS_LINE = re.compile(r"line (\d+)")
 
 
 # ----------------------------------------------------------------------------- loading
@@ -66,7 +66,7 @@ def load_workload(ref: str | Path, *, format: str | None = None, seed: int = 0) 
     (submit_time_s, job_id). `seed` feeds generators; `format` overrides file detection."""
     if format is not None and format not in FORMATS + ENCODINGS:
         raise DlschedError(f"unknown workload format {format!r} (formats: {', '.join(FORMATS + ENCODINGS)})")
-    named = isinstance(ref, str) and "/" not in ref and os.sep not in ref
+    named = _is_name(ref)
     if named:
         name = ref.partition(":")[0].strip()
         if name in GENERATORS:
@@ -86,6 +86,16 @@ def load_workload(ref: str | Path, *, format: str | None = None, seed: int = 0) 
     if not path.is_file():
         raise DlschedError(f"{path}: not a file")
     return _load_file(path, format)
+
+
+def _is_name(ref) -> bool:
+    return isinstance(ref, str) and "/" not in ref and os.sep not in ref
+
+
+def is_named_workload(ref: str | Path) -> bool:
+    """Whether `ref` is a generator or bundled workload name rather than a file (names win)."""
+    return _is_name(ref) and (str(ref).partition(":")[0].strip() in GENERATORS
+                              or readers.bundled_workload_path(str(ref)) is not None)
 
 
 def _sorted(jobs: list[JobSpec]) -> list[JobSpec]:
@@ -175,36 +185,48 @@ def _load_file(path: Path, format: str | None) -> list[JobSpec]:
 
 
 def _read_csv(path: Path, gz: bool):
-    """All cells as strings ('' when empty), and the line number of each kept row."""
+    """All cells as strings, and the line number of each kept row. Every row must have as many
+    fields as the header: a row cut short (a truncated file) or one with extra fields is an
+    InputError naming its line and the first missing (or the last) field."""
     import pandas as pd
 
     file = str(path)
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    reader = None
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False,
-                            skip_blank_lines=False, compression="gzip" if gz else None,
-                            encoding="utf-8-sig")
-    except pd.errors.ParserError as e:
-        m = _PANDAS_LINE.search(str(e))
-        raise InputError(f"malformed CSV ({e})", file=file,
-                         line=int(m.group(1)) if m else None) from None
-    except pd.errors.EmptyDataError:
-        raise DlschedError(f"{file}: empty workload file") from None
+        with (gzip.open if gz else open)(path, "rt", encoding="utf-8-sig", newline="") as fh:
+            reader = csv.reader(fh)
+            header = [c.strip() for c in next((r for r in reader if "".join(r).strip()), [])]
+            if not header:
+                raise DlschedError(f"{file}: empty workload file")
+            for c in header:
+                if header.count(c) > 1:
+                    raise InputError("duplicate column", file=file, line=reader.line_num, field=c)
+            n = len(header)
+            for row in reader:
+                text = "".join(row)
+                if "\0" in text:                  # e.g. the zero-filled tail a crash can leave
+                    i = next(i for i, c in enumerate(row) if "\0" in c)
+                    raise InputError("NUL byte (a corrupt or binary file?)", file=file, line=reader.line_num,
+                                     field=header[i] if i < n else None)
+                if not text.strip():
+                    continue                      # a blank line, or a row of empty fields
+                if len(row) < n:
+                    raise InputError(f"missing: the row has {len(row)} of the header's {n} fields (cut short?)",
+                                     file=file, line=reader.line_num, field=header[len(row)])
+                if len(row) > n:
+                    raise InputError(f"the row has {len(row)} fields, the header {n}: extra value(s) after "
+                                     f"this field", file=file, line=reader.line_num, field=header[-1])
+                rows.append(row)
+                lines.append(reader.line_num)
+    except csv.Error as e:
+        raise InputError(f"malformed CSV ({e})", file=file, line=reader.line_num if reader else None) from None
     except UnicodeDecodeError as e:
         raise InputError(f"not UTF-8 text ({e.reason})", file=file) from None
     except (OSError, EOFError) as e:
-        raise DlschedError(f"{file}: cannot read ({e})") from None
-    frame.columns = [str(c).strip() for c in frame.columns]
-    # skip_blank_lines=False keeps row i on line i + 2; blank lines then come back as rows of
-    # empty strings, dropped here with their line numbers kept for the others.
-    lines = np.arange(2, len(frame) + 2)
-    if len(frame) and len(frame.columns):
-        empty = np.ones(len(frame), dtype=bool)
-        for c in frame.columns:
-            empty &= (frame[c].str.strip() == "").to_numpy()
-        if empty.any():
-            frame = frame[~empty].reset_index(drop=True)
-            lines = lines[~empty]
-    return frame, lines
+        raise DlschedError(f"{file}: cannot read ({e}; a truncated file?)") from None
+    return pd.DataFrame(rows, columns=header, dtype=object), np.asarray(lines, dtype=np.int64)
 
 
 def _read_jsonl(path: Path, gz: bool) -> list[tuple[int, dict[str, Any]]]:
@@ -249,7 +271,8 @@ def _records_frame(records: list[tuple[int, dict[str, Any]]]):
 
 # ----------------------------------------------------------------------------- saving
 
-def _save_kind(path: Path) -> tuple[str, bool]:
+def save_kind(path: Path) -> tuple[str, bool]:
+    """(encoding, gzipped) that `save_workload` writes to `path`, from its extension."""
     name = path.name.lower()
     for suffix in sorted(SAVE_SUFFIXES, key=len, reverse=True):
         if name.endswith(suffix):
@@ -262,7 +285,7 @@ def save_workload(jobs: Iterable[JobSpec], path: str | Path) -> Path:
     """Write jobs in the common schema; encoding from the extension (.csv[.gz], .parquet,
     .jsonl[.gz]). Atomic: written to a temporary file in the same folder, then renamed."""
     path = Path(path)
-    encoding, gz = _save_kind(path)
+    encoding, gz = save_kind(path)
     rows = [job_to_row(j) for j in jobs]
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
