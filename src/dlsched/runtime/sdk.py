@@ -126,9 +126,24 @@ class JobContext:
         import torch.distributed as dist
         if backend is None:
             backend = "nccl" if self.gpus > 0 and torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend, init_method=f"tcp://{self.master_addr}:{self.master_port}",
-                                rank=self.rank, world_size=self.world_size,
-                                timeout=datetime.timedelta(seconds=60))
+        timeout = datetime.timedelta(seconds=60)
+        listen = None
+        if self.rank == 0:
+            # rank 0's rendezvous store listens on the node's address only (an init_method URL
+            # would make torch listen on every interface): a socket bound here is handed over
+            import socket
+            fam = socket.AF_INET6 if ":" in self.master_addr else socket.AF_INET
+            listen = socket.socket(fam, socket.SOCK_STREAM)
+            listen.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listen.bind((self.master_addr, self.master_port))
+            listen.listen(128)
+        store = dist.TCPStore(self.master_addr, self.master_port, self.world_size, self.rank == 0,
+                              timeout=timeout, master_listen_fd=listen.fileno() if listen else None,
+                              use_libuv=False)
+        if listen is not None:
+            listen.detach()                  # the store owns the descriptor now (closes it with itself)
+        dist.init_process_group(backend, store=store, rank=self.rank, world_size=self.world_size,
+                                timeout=timeout)
 
     def _dist(self):
         import torch.distributed as dist

@@ -348,6 +348,9 @@ class Server:
         from dlsched.scheduler.core import Scheduler, build_profile
         import dlsched.policies  # noqa: F401  (registers every policy)
         ray_env(self.embedded)
+        from dlsched.runtime.cluster import LOCAL_ONLY_ENV, _is_loopback
+        if _is_loopback(self.ray_address):         # else Ray rewrites 127.0.0.1 to an outward address
+            os.environ.setdefault(LOCAL_ONLY_ENV, "0")
         import ray
         profile = build_profile(self.policy, {"round_s": self.round_s} if self.round_s else None)
         if not ray.is_initialized():
