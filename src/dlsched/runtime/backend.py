@@ -165,18 +165,17 @@ class RayBackend:
         self._batch_t0: float | None = None
         self._attaching = False
         self._last_stats = 0.0
-        self._stat_refs: list = []              # (job id, drain call in flight)
+        self._stat_refs: list = []              # (job id, run id, drain call in flight)
         self._acked: dict[str, int] = {}        # run id -> highest record seq stored
         self._arrived: list[str] = []           # arrivals handed out by the last poll
         self.latencies: list[float] = []        # event -> decision (s): plan ready, or round over
         self.scheduler = None
         self._kick = False                      # a round is due at the next poll (after recover)
         self._adopt_workers()
-        warm = warm_per_node
-        for i, n in enumerate(self.nodes):
-            k = n.gpus if warm is None else warm
-            while len(self.pool[i]) < k:
-                self.pool[i].append(self._new_worker(i))
+        self.warm_target = {i: (n.gpus if warm_per_node is None else warm_per_node)
+                            for i, n in enumerate(self.nodes)}
+        self._reported: dict[int, tuple] = {}   # node -> (up, ray id) the monitor last queued
+        self._refill_pool()
         self._threads = [threading.Thread(target=self._waiter, daemon=True, name="dlsched-waiter"),
                          threading.Thread(target=self._monitor, daemon=True, name="dlsched-nodes")]
         for t in self._threads:
@@ -200,6 +199,29 @@ class RayBackend:
         self.handles[name] = h
         self._ping[name] = h.ping.remote()
         return name
+
+    def _refill_pool(self) -> None:
+        """Keep `warm_target` idle workers per live node (a killed or retired worker is replaced
+        in the background, so the next start does not wait for a new process)."""
+        now = time.time()
+        for i in range(len(self.nodes)):
+            if self.state.up[i] and self.suspect_until[i] <= now:
+                while len(self.pool[i]) < self.warm_target[i]:
+                    self.pool[i].append(self._new_worker(i))
+
+    def _take_worker(self, node: int) -> str:
+        """An idle worker of `node`, one whose process is up first; a new one if none is idle."""
+        lst = self.pool[node]
+        if not lst:
+            return self._new_worker(node)
+        pings = {self._ping[w]: w for w in lst if w in self._ping}
+        up = [w for w in lst if w not in self._ping]
+        if not up and pings:
+            ready, _ = self.ray.wait(list(pings), num_returns=1, timeout=0)
+            up = [pings[r] for r in ready]
+        w = up[0] if up else lst[0]
+        lst.remove(w)
+        return w
 
     def warm_ready(self, node: int) -> int:
         """Pool workers of `node` whose process is up (torch imported)."""
@@ -338,6 +360,7 @@ class RayBackend:
                 out.append(ev.RoundTick(self._now))
             if time.monotonic() - self._last_stats >= self.stats_every_s:
                 self._collect_stats()
+                self._refill_pool()
             if out:
                 self._batch_t0 = min(t0s) if t0s else time.perf_counter()
                 return out
@@ -570,8 +593,7 @@ class RayBackend:
             return
         t_ready = time.perf_counter()
         for tp in pls:
-            lst = self.pool[tp.node]
-            run.workers.append(lst.pop(0) if lst else self._new_worker(tp.node))
+            run.workers.append(self._take_worker(tp.node))
         hs = [self.handles[w] for w in run.workers]
         try:
             addr, port = ray.get(hs[0].address.remote(), timeout=60)
@@ -621,6 +643,8 @@ class RayBackend:
         with self._wlock:
             for ref in [r for r, v in self._waits.items() if v[1] == run.run_id]:
                 del self._waits[ref]
+        self._stat_refs = [x for x in self._stat_refs if x[1] != run.run_id]
+        self._acked.pop(run.run_id, None)
         for tp, w in zip(run.placements, run.workers):
             if kill:
                 self._kill_worker(w)
@@ -667,33 +691,36 @@ class RayBackend:
         self._teardown(run, kill=kill, reusable=reusable)
         self.store.event(job_id, "stopped", why)
 
-    def _drain(self, run: _Run) -> None:
-        mine = [ref for j, ref in self._stat_refs if j == run.job_id]
+    def _drain(self, run: _Run) -> bool:
+        """Store every step record and checkpoint rank 0 of `run` holds. False when rank 0 could
+        not be asked (its worker died): the records it had are then read from its stats log."""
+        mine = [ref for j, r, ref in self._stat_refs if r == run.run_id]
         if mine:                                     # drains in flight hold records too
-            self._stat_refs = [(j, ref) for j, ref in self._stat_refs if j != run.job_id]
+            self._stat_refs = [x for x in self._stat_refs if x[1] != run.run_id]
             for ref in mine:
                 try:
-                    self._save_stats(run.job_id, *self.ray.get(ref, timeout=10))
+                    self._save_stats(run.job_id, run.run_id, *self.ray.get(ref, timeout=10))
                 except Exception:
                     pass
         h = self.handles.get(run.workers[0]) if run.workers else None
-        if h is None:
-            return
         try:
-            stats, ckpts = self.ray.get(h.drain.remote(self._ack(run.job_id)), timeout=10)
-        except Exception:
-            return
-        self._save_stats(run.job_id, stats, ckpts)
+            if h is None:
+                raise DlschedError("rank 0 has no worker")
+            stats, ckpts = self.ray.get(h.drain.remote(self._acked.get(run.run_id, 0)), timeout=10)
+        except Exception as e:
+            log.warning("job %s: %s: step records not drained (%s); reading the stats log", run.job_id,
+                        run.run_id, type(e).__name__)
+            self._stats_from_log(run.job_id)
+            return False
+        self._save_stats(run.job_id, run.run_id, stats, ckpts)
+        return True
 
-    def _ack(self, job_id: str) -> int:
-        run = self.runs.get(job_id)
-        return self._acked.get(run.run_id, 0) if run else 0
-
-    def _save_stats(self, job_id: str, stats: list, ckpts: list) -> None:
-        run = self.runs.get(job_id)
-        if run is not None and (stats or ckpts):
+    def _save_stats(self, job_id: str, run_id: str, stats: list, ckpts: list) -> None:
+        # records are acknowledged to the run that produced them: a drain answered after its
+        # run ended must not move the next run's acknowledgement (its seq restarts at 1)
+        if stats or ckpts:
             seq = max(r["seq"] for r in stats + ckpts)
-            self._acked[run.run_id] = max(self._acked.get(run.run_id, 0), seq)
+            self._acked[run_id] = max(self._acked.get(run_id, 0), seq)
         self.store.add_stats(job_id, stats)
         for c in ckpts:
             self.store.add_checkpoint(job_id, c["step"], c["path"], c["time"])
@@ -709,24 +736,25 @@ class RayBackend:
         last time are read if they are done, and new ones issued."""
         self._last_stats = time.monotonic()
         if self._stat_refs:
-            refs = [ref for _, ref in self._stat_refs]
+            refs = [ref for _, _, ref in self._stat_refs]
             ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0)
             ready = set(ready)
             keep = []
-            for job_id, ref in self._stat_refs:
+            for job_id, run_id, ref in self._stat_refs:
                 if ref in ready:
                     try:
                         stats, ckpts = self.ray.get(ref)
                     except Exception:
                         continue
-                    self._save_stats(job_id, stats, ckpts)
+                    self._save_stats(job_id, run_id, stats, ckpts)
                 else:
-                    keep.append((job_id, ref))
+                    keep.append((job_id, run_id, ref))
             self._stat_refs = keep
-        busy = {j for j, _ in self._stat_refs}
+        busy = {r for _, r, _ in self._stat_refs}
         for r in self.runs.values():
-            if r.job_id not in busy and r.workers and r.workers[0] in self.handles:
-                self._stat_refs.append((r.job_id, self.handles[r.workers[0]].drain.remote(self._ack(r.job_id))))
+            if r.run_id not in busy and r.workers and r.workers[0] in self.handles:
+                ref = self.handles[r.workers[0]].drain.remote(self._acked.get(r.run_id, 0))
+                self._stat_refs.append((r.job_id, r.run_id, ref))
 
     def _on_rank_done(self, job_id: str, run_id: str, rank: int, ref, *, out: list) -> None:
         run = self.runs.get(job_id)
@@ -777,20 +805,24 @@ class RayBackend:
     def _first_failure(self, run: _Run, rank: int, res: dict) -> tuple[int, dict]:
         """The rank whose program failed first. A program's exception makes its peers fail too
         (their collective loses a member), and their results may come in first: ask the other
-        ranks' workers (still alive) for theirs and take the earliest failure."""
+        ranks' workers for theirs and take the earliest failure. A peer whose worker died (its
+        process was killed, its node lost) is the cause instead: the program did not fail, and
+        the result says `died` (not counted against the job's max_failures)."""
         best = (res.get("failed_at", float("inf")), rank, res)
         others = [(tp.task, self.handles.get(w)) for tp, w in zip(run.placements, run.workers) if tp.task != rank]
         refs = {h.status.remote(): rk for rk, h in others if h is not None}
         if not refs:
             return rank, res
-        try:
-            ready, _ = self.ray.wait(list(refs), num_returns=len(refs), timeout=1.0)
-            for ref in ready:
+        ready, late = self.ray.wait(list(refs), num_returns=len(refs), timeout=5.0)
+        if late:             # a live worker answers status at once (threaded actor): presumed lost
+            return refs[late[0]], {"state": "died", "error": "worker does not answer (lost)"}
+        for ref in ready:
+            try:
                 r = (self.ray.get(ref) or {}).get("result") or {}
-                if r.get("state") == "failed" and r.get("failed_at", float("inf")) < best[0]:
-                    best = (r["failed_at"], refs[ref], r)
-        except Exception:
-            pass
+            except Exception as e:                   # the peer's worker is gone
+                return refs[ref], {"state": "died", "error": f"worker died ({type(e).__name__})"}
+            if r.get("state") == "failed" and r.get("failed_at", float("inf")) < best[0]:
+                best = (r["failed_at"], refs[ref], r)
         return best[1], best[2]
 
     def _break_gang(self, run: _Run, rank: int, res: dict, out: list) -> None:
@@ -800,9 +832,11 @@ class RayBackend:
         node = next(tp.node for tp in run.placements if tp.task == rank)
         reason = f"rank {rank} on {self.nodes[node].name} {res['state']}: {res.get('error', '')}"
         log.warning("job %s: gang broken: %s", job_id, reason)
-        self._drain(run) if res["state"] == "failed" else None
+        if res["state"] == "failed":
+            self._drain(run)                         # rank 0's worker lives: ask it
+        else:
+            self._stats_from_log(job_id)
         self._teardown(run, kill=True)
-        self._stats_from_log(job_id)
         self.store.event(job_id, "gang_broken", reason[:2000])
         if res["state"] == "failed":
             self.failures[job_id] = self.failures.get(job_id, 0) + 1
@@ -870,11 +904,18 @@ class RayBackend:
                 continue
             for i, info in enumerate(self.nodes):
                 up = info.name in alive
-                if up != bool(self.state.up[i]) or (up and alive[info.name] != info.ray_id):
-                    if up and alive[info.name] != info.ray_id and self.state.up[i]:
-                        # the node came back under a new Ray id before we saw it go
-                        self.q.put(("node", (i, False, None), None, time.perf_counter()))
-                    self.q.put(("node", (i, up, alive.get(info.name)), None, time.perf_counter()))
+                now = (up, alive.get(info.name))
+                # compared with what was last queued, not with the scheduler thread's view: a
+                # thread busy for a while (a start waiting on a new worker) must not get the same
+                # change queued at every poll
+                last = self._reported.get(i, (True, info.ray_id))
+                if now == last:
+                    continue
+                self._reported[i] = now
+                if up and last[0]:
+                    # the node came back under a new Ray id before we saw it go
+                    self.q.put(("node", (i, False, None), None, time.perf_counter()))
+                self.q.put(("node", (i, up, now[1]), None, time.perf_counter()))
 
     # -- restart -------------------------------------------------------------------------------
     def recover(self, scheduler) -> dict:
