@@ -858,6 +858,8 @@ def main(argv=None) -> int:
     ap.add_argument("--load", type=float, default=0.8, help="mean fraction of the GPUs the arrivals ask for")
     ap.add_argument("--out", type=Path, default=None, help="folder for the state dir and chaos.json (kept)")
     ap.add_argument("--results", action="store_true", help="write the figures into benchmarks/RESULTS.md")
+    ap.add_argument("--block", default="chaos", choices=("chaos", "soak"),
+                    help="which block of RESULTS.md the figures go to (make soak: soak)")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
     res = run_chaos(a.jobs, a.nodes, a.seed, a.kill_every_s, a.steps, a.out, step_s=a.step_s, load=a.load,
@@ -874,7 +876,10 @@ def main(argv=None) -> int:
                 del args[i]
                 break
         cmd = "python benchmarks/chaos.py " + " ".join(args)
-        path = update_results("chaos", results_lines(res, cmd.strip()))
+        lines = results_lines(res, cmd.strip())
+        if a.block == "soak":
+            lines[0] = "## Chaos soak (`make soak`, `benchmarks/chaos.py`)"
+        path = update_results(a.block, lines)
         print(f"wrote {path}")
     return 1 if res["violations"] else 0
 

@@ -335,3 +335,19 @@ def test_summary_records_its_provenance(tmp_path):
     prov = json.loads((tmp_path / "e" / "summary.json").read_text())["provenance"]
     assert prov["inputs"] == {"experiment": {"name": "seed000-tetris"}} and prov["seed"] == [0]
     assert prov["argv"][:2] == ["experiment", "seed000-tetris"] and prov["dlsched_version"] == dlsched.__version__
+
+
+@pytest.mark.parametrize("cmd", ["up", "server"])
+@pytest.mark.parametrize("policy, needs", [("gandiva", "gpu_sharing (needed by gandiva_pack)"),
+                                           ("gandiva-reactive", "gpu_sharing (needed by gandiva_place)")])
+def test_a_policy_the_runtime_cannot_carry_out_is_refused_before_anything_starts(tmp_path, cmd, policy, needs):
+    """Capabilities: a profile that needs GPU sharing is refused by the runtime at once, with the
+    capability, the components that need it and what the runtime can do; nothing is started."""
+    r = subprocess.run([sys.executable, "-m", "dlsched.cli.main", cmd, "--policy", policy,
+                        "--state-dir", str(tmp_path / "st")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in r.stderr
+    assert f"--policy {policy}: needs what the real runtime cannot do yet: {needs}" in err[0]
+    assert "the runtime can: costed_switches, migration, preemption, progress, resize" in err[0]
+    assert not (tmp_path / "st" / "server.lock").exists() and not (tmp_path / "st" / "dlsched.db").exists()

@@ -185,7 +185,7 @@ def _run(cl, jobs, params=None, policy="gandiva"):
 
 
 def _action(sched, cls):
-    return next(a for a in sched.profile.actions if isinstance(a, cls))
+    return next(a for a in (*sched.profile.actions, *sched.profile.placers) if isinstance(a, cls))
 
 
 NO_GROW = {"gandiva_grow": {"enabled": False}}

@@ -192,9 +192,9 @@ def test_parameter_servers_go_with_the_workers():
 
 def test_max_load_is_validated():
     with pytest.raises(ConfigError):
-        build("action", "gandiva_place", {"max_load": 0}, "policies.x")
+        build("place", "gandiva_place", {"max_load": 0}, "policies.x")
     with pytest.raises(ConfigError):
-        build("action", "gandiva_place", {"oversubscribe": "yes"}, "policies.x")
+        build("place", "gandiva_place", {"oversubscribe": "yes"}, "policies.x")
 
 
 # -- random workloads ----------------------------------------------------------------------------

@@ -150,12 +150,12 @@ def test_lam_is_validated():
         with pytest.raises(ConfigError, match="lam must be in"):
             build("score", "liquid", {"lam": bad})
         with pytest.raises(ConfigError, match="lam must be in"):
-            build("action", "liquid_batch", {"lam": bad})
+            build("place", "liquid_batch", {"lam": bad})
     with pytest.raises(ConfigError, match="expected float"):
         build("score", "liquid", {"lam": "high"})
     for key, bad in (("population", 1), ("mutation_rate", 2.0), ("window_s", 0.0), ("max_batch", 0)):
         with pytest.raises(ConfigError):
-            build("action", "liquid_batch", {key: bad})
+            build("place", "liquid_batch", {key: bad})
 
 
 # -- immediate strategy: a scenario --------------------------------------------------------------
@@ -214,7 +214,7 @@ def test_ga_is_deterministic_for_a_seed():
     plans = []
     for _ in range(2):
         ctx, ga = _batch_ctx(cl, jobs, seed=7)
-        ga.before_place(ctx)
+        ga.place(ctx)
         assert ga.last is not None and ga.last["batch"] == 30
         plans.append(ctx.txn.plan.decisions)
     assert plans[0] == plans[1] and len(plans[0]) > 0
@@ -224,7 +224,7 @@ def test_ga_never_over_allocates_and_launches_whole_jobs():
     cl = load_cluster("liquid-10")
     jobs = _random_jobs(40, seed=2)                # about 80 GPUs asked of 20
     ctx, ga = _batch_ctx(cl, jobs, seed=3)
-    ga.before_place(ctx)
+    ga.place(ctx)
     free = ctx.snap.free.copy()
     by_id = {j.job_id: j for j in jobs}
     launched = _launched(ctx.txn.plan)
@@ -251,7 +251,7 @@ def test_ga_places_at_least_as_many_jobs_as_first_fit():
         ff.handle(JobArrival(0.0, j), backend)
     assert len(ff.round(backend.snapshot())) == 3                     # first fit strands d
     ctx, ga = _batch_ctx(cl, jobs, rate_threshold_per_s=0.0)
-    ga.before_place(ctx)
+    ga.place(ctx)
     assert ga.last["placed"] == 4 and len(_launched(ctx.txn.plan)) == 4
     # End to end: every job starts at once under `liquid` with the switch on.
     config = {"policies": {"liquid": {"params": {"liquid_batch": {"rate_threshold_per_s": 0.0}}}}}
@@ -268,12 +268,12 @@ def test_switch_on_arrival_rate():
     # batch, "at or below"), 11 is above.
     for n, batched in ((9, False), (10, False), (11, True)):
         ctx, ga = _batch_ctx(cl, [_job(f"j{i}", 0, workers=1) for i in range(n)])
-        ga.before_place(ctx)
+        ga.place(ctx)
         assert (ga.last is not None) is batched
         assert (len(ctx.txn.plan) == n) if batched else (len(ctx.txn.plan) == 0)
     # Jobs submitted before the window do not count.
     ctx, ga = _batch_ctx(cl, [_job(f"j{i}", 0, workers=1) for i in range(20)], now=301.0)
-    ga.before_place(ctx)
+    ga.place(ctx)
     assert ga.last is None and len(ctx.txn.plan) == 0
 
 
@@ -283,14 +283,14 @@ def test_batch_then_immediate_in_one_simulation():
     cl = load_cluster("liquid-10")
     jobs = _random_jobs(24, seed=4) + [_job(f"late{i}", 2000.0 + 500 * i, workers=2) for i in range(3)]
     sched = Scheduler(build_profile("liquid"), seed=5)
-    ga = sched.profile.actions[0]
+    ga = sched.profile.placers[0]
     batches = []
-    place = ga.before_place
+    place = ga.place
 
     def spy(ctx):
         place(ctx)
         batches.append((ctx.now, ga.last))
-    ga.before_place = spy
+    ga.place = spy
     backend = SimBackend(cl, jobs)
     sched.run(backend)
     assert sched.n_done == len(jobs)
@@ -325,7 +325,7 @@ def test_ga_runtime_for_a_50_job_batch():
     cl = load_cluster("liquid-20")
     ctx, ga = _batch_ctx(cl, _random_jobs(50, seed=8))
     t0 = time.process_time()
-    ga.before_place(ctx)
+    ga.place(ctx)
     cpu = time.process_time() - t0
     assert ga.last["batch"] == 50 and ga.last["placed"] > 0
     assert cpu < 2.0, f"GA took {cpu:.2f} s of CPU for 50 jobs"

@@ -39,9 +39,8 @@ def first_round(jobs):
     """(the TableOptimus action, the plan) of the first round over `jobs` on ONE."""
     opt = TableOptimus()
     profile = build_profile("optimus")
-    profile.actions[0] = opt
+    profile.placers[0] = opt
     sched = Scheduler(profile)
-    sched._pre_actions = [opt]
     backend = SimBackend(cluster_from_dict(ONE), jobs)
     for e in backend.poll():
         sched.handle(e, backend)
@@ -119,4 +118,4 @@ def test_a_job_whose_minimum_does_not_fit_waits():
                                     {"early_factor": 1.5}, {"min_samples": 0}, {"max_workers": -1}])
 def test_bad_parameters(params):
     with pytest.raises(Exception):
-        build("action", "optimus", params)
+        build("place", "optimus", params)

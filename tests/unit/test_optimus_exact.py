@@ -67,15 +67,15 @@ def test_greedy_reimplementation_matches_the_policy_on_a_first_round():
     cl = small_cluster(2)
     specs = [replace(s, submit_time_s=0.0, iterations=50.0) for s in gen_seed001(5, jobs=6)]
     profile = build_profile("optimus")
-    opt = next(a for a in profile.actions if isinstance(a, Optimus))
+    opt = next(a for a in profile.placers if isinstance(a, Optimus))
     first = []
-    orig = opt.before_place
+    orig = opt.place
 
     def spy(ctx):
         orig(ctx)
         if not first:
             first.append(dict(opt.last_alloc))
-    opt.before_place = spy
+    opt.place = spy
     Scheduler(profile, seed=0).run(SimBackend(cl, specs))
     jobs = tables_for(specs, [s.iterations for s in specs], cl, opt=Optimus())
     for j in jobs:

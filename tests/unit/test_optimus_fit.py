@@ -158,7 +158,7 @@ def test_every_running_job_gets_a_loss_sample_once_per_round():
     from dlsched.policies.actions.optimus_fit import collect_losses
     stats = {"a": {"step": 10.0, "loss": 3.0}, "b": {"step": 20.0, "loss": 2.0}}
     running = {j: SimpleNamespace(job_id=j, spec=SimpleNamespace(kind="dl")) for j in stats}
-    ctx = SimpleNamespace(now=60.0, stats=stats.__getitem__, scheduler=SimpleNamespace(running=running))
+    ctx = SimpleNamespace(now=60.0, stats=stats.__getitem__, running=list(running.values()))
     opt = SimpleNamespace(_conv={})
     fitted_remaining(opt, SimpleNamespace(job_id="c"), ctx, {"step": 0.0, "loss": 5.0})
     assert opt._loss["a"] == [(10.0, 3.0)] and opt._loss["b"] == [(20.0, 2.0)] and opt._loss["c"] == []

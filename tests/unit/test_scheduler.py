@@ -7,7 +7,7 @@ from dlsched.cluster import ClusterState, load_cluster
 from dlsched.core.errors import ConfigError
 from dlsched.core.types import Launch, Status
 from dlsched.scheduler.core import build_profile
-from dlsched.scheduler.framework import REGISTRY, Registry, RegistryError, build, register
+from dlsched.scheduler.framework import REGISTRY, Action, Order, Registry, RegistryError, Score, build, register
 from dlsched.scheduler.transaction import Transaction
 from dlsched.workload.schema import job_from_row
 
@@ -21,23 +21,35 @@ def test_registry_rejects_duplicates_and_unknown_names():
         reg.get("order", "y")
     with pytest.raises(RegistryError, match="duplicate"):
         @register("order", "fifo")
-        class Again:
+        class Again(Order):
             static = True
 
             def key(self, job, ctx):
                 return ()
 
 
-def test_register_checks_the_protocol_method():
-    with pytest.raises(RegistryError, match="lacks"):
+def test_register_checks_the_declared_extension_point():
+    # a component subclasses its point's Protocol (every hook declared there) ...
+    with pytest.raises(RegistryError, match="must subclass dlsched.scheduler.framework.Score"):
+        @register("score", "not-a-scorer")
+        class Loose:
+            def score(self, ctx, job, task, free, nodes):
+                return np.ones(len(nodes))
+    # ... and defines the point's hook
+    with pytest.raises(RegistryError, match="does not define score"):
         @register("score", "no-score-method")
-        class Bad:
+        class Bad(Score):
             pass
+    with pytest.raises(RegistryError, match="neither before_place"):
+        @register("action", "no-hook")
+        class Idle(Action):
+            pass
+    assert "not-a-scorer" not in REGISTRY.names("score") and "no-hook" not in REGISTRY.names("action")
 
 
 def test_build_validates_parameters_by_path():
     @register("score", "test-weighted")
-    class WeightedScorer:
+    class WeightedScorer(Score):
         """Test scorer."""
 
         def __init__(self, weight: float = 1.0, mode: str = "a"):

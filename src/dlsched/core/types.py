@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 from functools import lru_cache
 
 import numpy as np
@@ -167,17 +168,27 @@ class TaskPlacement:
     gpu_ids: tuple[int, ...] = ()
 
 
+# Decisions. Two fields are part of every backend's contract (see dlsched.scheduler.backend):
+# - cost: what the switch costs, when the policy models it (a dlsched.workload.packing.SwitchCost,
+#   Gandiva's suspend-to-host-memory); None = the backend's own cost (the simulator's
+#   restart_delay_s, the runtime's real checkpoint and restart). A backend without the
+#   "costed_switches" capability must refuse a profile that issues costed decisions.
+# - packed: the job shares the GPUs of its placements with the job(s) already on them (GPU
+#   sharing, Gandiva's packing and over-subscription). Needs the "gpu_sharing" capability.
 @dataclass(frozen=True, slots=True)
 class Launch:
     """Start these tasks (a whole job, or more tasks of a partly placed non-gang job)."""
     job_id: str
     placements: tuple[TaskPlacement, ...]
+    cost: Any = None
+    packed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Suspend:
     """Checkpoint the job at a mini-batch boundary and free everything it holds."""
     job_id: str
+    cost: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +196,8 @@ class Resume:
     """Restart a suspended job on these placements from its last checkpoint."""
     job_id: str
     placements: tuple[TaskPlacement, ...]
+    cost: Any = None
+    packed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +205,7 @@ class Migrate:
     """Move a running job to new placements (checkpoint, stop, restart elsewhere)."""
     job_id: str
     placements: tuple[TaskPlacement, ...]
+    cost: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +214,7 @@ class Resize:
     job_id: str
     tasks: tuple[TaskSpec, ...]
     placements: tuple[TaskPlacement, ...]
+    cost: Any = None
 
 
 Decision = Launch | Suspend | Resume | Migrate | Resize

@@ -33,6 +33,7 @@ register_profile(ProfileSpec(
     # (or unpack) time-sliced jobs; end time-slice turns; shrink grown jobs for waiting ones;
     # place (getNodes, no concurrent over-subscription: time slicing replaces it). After
     # placement: time slicing admits the jobs left waiting, then grow.
-    actions=("gandiva_migrate", "gandiva_pack", "gandiva_timeslice", "gandiva_grow", "gandiva_place"),
+    actions=("gandiva_migrate", "gandiva_pack", "gandiva_timeslice", "gandiva_grow"),
+    placers=("gandiva_place",),
     gang=True, blocking=False, round_s=60.0,
     params={"gandiva_place": {"oversubscribe": False}}))

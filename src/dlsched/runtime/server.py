@@ -185,6 +185,7 @@ def make_app(server: "Server"):
     from pydantic import BaseModel
 
     from dlsched.runtime.apidocs import install_docs
+    from dlsched.runtime.progress import job_stats
     app = FastAPI(title="dlsched", version="0.1.0", docs_url=None, redoc_url=None,
                   description="Schedules deep-learning training jobs on a Ray cluster.")
     install_docs(app)
@@ -243,9 +244,18 @@ def make_app(server: "Server"):
     def job(job_id: str):
         j = job_or_404(job_id)
         last = server.store.stats(job_id, since_step=max(j["step"] - 2, -1))
-        return {**_summary(j), "spec": j["spec"], "error": j["error"], "failed_rank": j.get("failed_rank"),
+        spec = j["spec"]
+        gpus = float((j["workers"] or spec.get("workers", 1)) * spec.get("gpus_per_worker", 1))
+        return {**_summary(j), "spec": spec, "error": j["error"], "failed_rank": j.get("failed_rank"),
                 "allocation": server.store.allocation(job_id),
-                "checkpoints": server.store.checkpoints(job_id), "last_stats": last[-1] if last else None}
+                "checkpoints": server.store.checkpoints(job_id), "last_stats": last[-1] if last else None,
+                # what the policies read (dlsched.scheduler.backend.STATS_KEYS), measured
+                "progress": job_stats(server.store, job_id, server.backend.epoch, gpus, time.time())}
+
+    @api.get("/log")
+    def schedlog(since_id: int = 0, limit: int = 10000):
+        """The scheduler's typed event log (dlsched.scheduler.eventlog), oldest first."""
+        return server.store.schedlog(since_id=since_id, limit=max(1, min(limit, 100000)))
 
     @api.get("/jobs/{job_id}/stats")
     def stats(job_id: str, since: int = -1, limit: int = 100000):
@@ -361,7 +371,10 @@ class Server:
                                   warm_per_node=self.warm_per_node,
                                   **self.backend_kw)
         self.scheduler = Scheduler(profile)
+        self.scheduler.check_backend(self.backend)    # a profile that needs more is refused here
         counts = self.backend.recover(self.scheduler)
+        # the typed event log, kept in the store from here on (recovery's replay is not new)
+        self.scheduler.sink = self.store.log_record
         self.thread = threading.Thread(target=self._loop, daemon=True, name="dlsched-scheduler")
         self.thread.start()
         return counts

@@ -27,6 +27,8 @@ CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, time RE
   kind TEXT, detail TEXT);
 CREATE TABLE IF NOT EXISTS stats (job_id TEXT, step INTEGER, loss REAL, accuracy REAL,
   step_s REAL, epoch INTEGER, time REAL, extra TEXT, PRIMARY KEY (job_id, step));
+CREATE TABLE IF NOT EXISTS schedlog (id INTEGER PRIMARY KEY AUTOINCREMENT, time_s REAL, kind TEXT,
+  job_id TEXT, detail TEXT, placements TEXT, cost TEXT, packed INTEGER);
 """
 
 # Job states the store knows. `held`: stopped by an operator until resumed.
@@ -136,6 +138,26 @@ class Store:
         else:
             rows = self._x("SELECT * FROM events ORDER BY id DESC LIMIT ?", (limit,))
         return [dict(r) for r in reversed(rows)]
+
+    # -- the scheduler's typed event log (dlsched.scheduler.eventlog), kept across restarts --------
+    def log_record(self, rec) -> None:
+        import dataclasses
+        c = rec.cost
+        cost = None if c is None else json.dumps(dataclasses.asdict(c) if dataclasses.is_dataclass(c) else repr(c))
+        self._x("INSERT INTO schedlog (time_s, kind, job_id, detail, placements, cost, packed) VALUES (?,?,?,?,?,?,?)",
+                (rec.time_s, rec.kind, rec.job_id, rec.detail,
+                 json.dumps([[tp.task, tp.node, list(tp.gpu_ids)] for tp in rec.placements]), cost, int(rec.packed)))
+
+    def schedlog(self, since_id: int = 0, limit: int = 100000) -> list[dict]:
+        rows = self._x("SELECT * FROM schedlog WHERE id>? ORDER BY id LIMIT ?", (since_id, limit))
+        out = []
+        for r in rows:
+            d = dict(r)
+            d["placements"] = json.loads(d["placements"] or "[]")
+            d["cost"] = json.loads(d["cost"]) if d["cost"] else None
+            d["packed"] = bool(d["packed"])
+            out.append(d)
+        return out
 
     def add_stats(self, job_id: str, recs: list[dict]) -> None:
         if not recs:

@@ -19,7 +19,7 @@ The wall-clock time of steps 1-4 is the round's scheduling time.
 
 Policy errors. A backend whose `contain_policy_errors` is true (the real runtime: one bad job
 must not take a shared cluster's scheduler down) gets `Scheduler.run` to contain an exception
-raised in a round: the job it is attributed to (see `_culprit`) is put on hold through
+raised in a round: the job it is attributed to (see dlsched.scheduler.contain.culprit) is put on hold through
 `backend.policy_error(job_id, reason)` (the backend stops it if it runs and records the reason)
 and the round is run again without it; a round that cannot be attributed to one job keeps the
 previous plan (nothing changes) and says so through `backend.policy_error(None, reason)`. The
@@ -32,147 +32,27 @@ describes, measured in partial_hold_gpu_s).
 from __future__ import annotations
 
 import bisect
-import enum
+import copy
 import logging
 import math
-import re
 import time as _time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
 from dlsched.cluster.state import Snapshot
-from dlsched.core.errors import ConfigError
-from dlsched.core.types import GPU, JobSpec, Plan, Status, TaskPlacement, TaskSpec
+from dlsched.core.errors import DlschedError
+from dlsched.core.types import JobSpec, Launch, Plan, Resume, Status, TaskSpec
 from dlsched.scheduler import events as ev
-from dlsched.scheduler.framework import REGISTRY, ProfileSpec, build
+from dlsched.scheduler.backend import capabilities_of
+from dlsched.scheduler.context import _SETTLED, JobRecord, JobState, RoundContext  # noqa: F401 (re-exported)
+from dlsched.scheduler.contain import contained_round
+from dlsched.scheduler.eventlog import LogRecord
+from dlsched.scheduler.profile import Profile, build_profile, overrides as _overrides  # noqa: F401 (re-exported)
 from dlsched.scheduler.transaction import Transaction
 
 _EPS = 1e-9
 log = logging.getLogger("dlsched.scheduler")
-_JOB_ID_RE = re.compile(r"\b[\w.-]+\b")
-
-
-class JobState(enum.Enum):
-    PENDING = "pending"        # nothing placed yet
-    PARTIAL = "partial"        # some tasks placed (non-gang profiles); holds them
-    RUNNING = "running"        # every task placed
-    SUSPENDED = "suspended"    # preempted or stopped; waits to be placed again
-    DONE = "done"
-    HELD = "held"              # stopped by an operator (real runtime); not queued until released
-    REJECTED = "rejected"      # can never fit this cluster
-
-
-_SETTLED = (JobState.DONE, JobState.HELD, JobState.REJECTED)   # not in the queue, not running
-
-
-@dataclass(eq=False)
-class JobRecord:
-    """The scheduler's view of one job."""
-    spec: JobSpec
-    tasks: tuple[TaskSpec, ...]
-    state: JobState = JobState.PENDING
-    placed: dict[int, TaskPlacement] = field(default_factory=dict)
-    done_tasks: set[int] = field(default_factory=set)
-    first_start_s: float | None = None
-    finish_s: float | None = None
-    preemptions: int = 0
-    migrations: int = 0
-    attained_gpu_s: float = 0.0      # GPU-seconds of service so far (LAS, Tiresias)
-    _service_since: float | None = None
-    reject_reason: str = ""
-    key: tuple = ()
-    queued: bool = False             # in Scheduler.queue (kept by _enqueue / _remove_from_queue)
-
-    @property
-    def job_id(self) -> str:
-        return self.spec.job_id
-
-    @property
-    def submit_time_s(self) -> float:
-        return self.spec.submit_time_s
-
-    def unplaced(self) -> list[TaskSpec]:
-        return [t for t in self.tasks if t.index not in self.placed and t.index not in self.done_tasks]
-
-    def held_gpus(self) -> float:
-        return float(sum(self.tasks[i].demand[GPU] for i in self.placed))
-
-    def attained(self, now: float) -> float:
-        extra = 0.0
-        if self._service_since is not None:
-            extra = (now - self._service_since) * self.held_gpus()
-        return self.attained_gpu_s + extra
-
-
-@dataclass
-class RoundContext:
-    """What a policy sees in a round. `txn` is the only thing it may change."""
-    snap: Snapshot
-    txn: Transaction
-    now: float
-    jobs: dict[str, JobRecord]
-    queue: list[JobRecord]
-    rng: np.random.Generator
-    scheduler: "Scheduler"
-    # the backend's per-job counters (Backend.job_stats: progress, rate, ...); None outside a run
-    stats: Callable[[str], dict] | None = None
-
-    @property
-    def cluster(self):
-        return self.snap.cluster
-
-    @property
-    def running(self) -> list[JobRecord]:
-        """Jobs holding all their tasks (in arrival order of their records)."""
-        return list(self.scheduler.running.values())
-
-
-class Profile:
-    """A built ProfileSpec: component instances ready for rounds."""
-
-    def __init__(self, spec: ProfileSpec, overrides: dict[str, Any] | None = None):
-        over = dict(overrides or {})
-        params = {**spec.params, **over.pop("params", {})}
-        self.spec = spec
-        self.name = spec.name
-        self.gang = bool(over.pop("gang", spec.gang))
-        self.blocking = bool(over.pop("blocking", spec.blocking))
-        self.round_s = over.pop("round_s", spec.round_s)
-        self.event_rounds = bool(over.pop("event_rounds", spec.event_rounds))
-        if over:
-            raise ConfigError(f"policies.{spec.name}.{sorted(over)[0]}",
-                              "unknown key (allowed: gang, blocking, round_s, event_rounds, params)")
-        if self.round_s is not None and (isinstance(self.round_s, bool)
-                                         or not isinstance(self.round_s, (int, float)) or self.round_s <= 0):
-            raise ConfigError(f"policies.{spec.name}.round_s", f"must be a number > 0, got {self.round_s!r}")
-        if not self.event_rounds and not self.round_s:
-            raise ConfigError(f"policies.{spec.name}.event_rounds",
-                              "false needs round_s (rounds would never run)")
-        base = f"policies.{spec.name}.params"
-        names = [name for _, name in spec.components()]
-        used = set(names)
-        shared = sorted({n for n in names if names.count(n) > 1} & set(params))
-        if shared:
-            # params are keyed by component name: two kinds with one name cannot be told apart
-            raise ConfigError(f"{base}.{shared[0]}", "ambiguous: components of two kinds share this name")
-        for cname in params:
-            if cname not in used:
-                raise ConfigError(f"{base}.{cname}", f"not a component of this profile "
-                                  f"(components: {', '.join(sorted(used))})")
-
-        def mk(kind, name):
-            return build(kind, name, params.get(name), f"{base}.{name}")
-        self.order = mk("order", spec.order)
-        self.allocator = mk("allocate", spec.allocate)
-        self.filters = [mk("filter", f) for f in spec.filters]
-        self.scorers = [(mk("score", s), float(w)) for s, w in spec.scores]
-        self.actions = [mk("action", a) for a in spec.actions]
-
-
-def build_profile(name: str, overrides: dict | None = None) -> Profile:
-    return Profile(REGISTRY.get("profile", name), overrides)
 
 
 class Scheduler:
@@ -184,22 +64,54 @@ class Scheduler:
         self.queue: list[JobRecord] = []          # waiting: PENDING, PARTIAL, SUSPENDED
         self.running: dict[str, JobRecord] = {}   # RUNNING (and PARTIAL tasks jobs that run)
         self.rounds: list[tuple[float, float, int]] = []   # (time_s, wall_s, queued jobs) per round
-        self.log: list[tuple] = []
+        self.log: list[LogRecord] = []            # the typed event log (dlsched.scheduler.eventlog)
+        self.sink: Callable[[LogRecord], None] | None = None   # sees every record as it is written
         self.timeline: list[tuple[float, float, float, float, int, int]] = []
         self.n_done = 0                           # finished or rejected
         self._dirty = False
-        self._static = bool(getattr(profile.order, "static", False))
-        self._first_fit = (len(profile.scorers) == 1 and getattr(profile.scorers[0][0], "first_fit", False))
+        self._static = bool(profile.order.static)
+        self._first_fit = len(profile.scorers) == 1 and bool(profile.scorers[0][0].first_fit)
         self._fit_cache: dict = {}
-        self._local_scores = all(getattr(sc, "node_local", False) for sc, _ in profile.scorers)
-        self._dynamic = bool(getattr(profile.order, "dynamic", False))
-        self._pre_actions = [a for a in profile.actions if hasattr(a, "before_place")]
+        self._local_scores = all(sc.node_local for sc, _ in profile.scorers)
+        self._dynamic = bool(profile.order.dynamic)
+        # hooks with a body (the declared defaults do nothing: calling them would only cost)
+        self._begin = _overrides(profile.order, "begin_round")
+        self._pre_actions = [a for a in profile.actions if _overrides(a, "before_place")]
+        self._post_actions = [a for a in profile.actions if _overrides(a, "act")]
+        self._observers = [c for c in profile.components() if _overrides(c, "observe")]
+        self._stateful = [c for c in profile.components() if c.round_state]
+        self._acts_on_running = bool(profile.actions or profile.placers)
+        self._saved: list | None = None    # round_state before the last round not carried out yet
         self._next_tick: float | None = None
         self._ticked = False
         self._stats: Callable[[str], dict] | None = None
         self._cap_max: np.ndarray | None = None
         self._cap_total: np.ndarray | None = None
         self.round_errors: list[tuple[float, str | None, str]] = []   # (time, job or None, error)
+
+    def _log(self, fields: tuple) -> None:
+        rec = LogRecord(*fields)
+        self.log.append(rec)
+        if self.sink is not None:
+            self.sink(rec)
+
+    def check_backend(self, backend) -> None:
+        """Refuse to run a profile on a backend that cannot carry out what it decides (both
+        named): never a silent degradation."""
+        have = capabilities_of(backend)
+        missing = {cap: who for cap, who in self.profile.needs().items() if cap not in have}
+        if missing:
+            what = "; ".join(f"{cap} (needed by {', '.join(who)})" for cap, who in sorted(missing.items()))
+            raise DlschedError(f"profile {self.profile.name} needs what backend {type(backend).__name__} "
+                               f"cannot do: {what}; the backend can: {', '.join(sorted(have)) or 'nothing declared'}")
+
+    def context(self, snap: Snapshot, txn: Transaction | None = None) -> RoundContext:
+        """A round's context over `snap` (tests and tools build rounds by hand through this)."""
+        return RoundContext(snap, txn or Transaction(snap), snap.now, self.jobs, [], self.rng, self, self._stats)
+
+    def observe(self, now: float, events: list, applied: Plan | None) -> None:
+        for c in self._observers:
+            c.observe(now, events, applied)
 
     # -- events ------------------------------------------------------------------------------
     def handle(self, e, backend) -> None:
@@ -220,7 +132,7 @@ class Scheduler:
             self.n_done += 1
             self.running.pop(rec.job_id, None)
             self._remove_from_queue(rec)
-            self.log.append((e.time, "finish", rec.job_id, ""))
+            self._log((e.time, "finish", rec.job_id, ""))
             self._dirty = True
         elif isinstance(e, ev.JobStopped):
             rec = self.jobs[e.job_id]
@@ -231,7 +143,7 @@ class Scheduler:
                 rec.state = JobState.SUSPENDED
                 rec.preemptions += 1
                 self._enqueue(rec)
-            self.log.append((e.time, "stopped", rec.job_id, e.reason))
+            self._log((e.time, "stopped", rec.job_id, e.reason))
             self._dirty = True
         elif isinstance(e, ev.JobHeld):
             rec = self.jobs[e.job_id]
@@ -242,7 +154,7 @@ class Scheduler:
             self.running.pop(rec.job_id, None)
             self._remove_from_queue(rec)
             rec.state = JobState.HELD
-            self.log.append((e.time, "held", rec.job_id, e.reason))
+            self._log((e.time, "held", rec.job_id, e.reason))
             self._dirty = True
         elif isinstance(e, ev.JobReleased):
             rec = self.jobs[e.job_id]
@@ -250,10 +162,10 @@ class Scheduler:
                 # a job that ran before resumes from its checkpoint; one that never ran launches
                 rec.state = JobState.SUSPENDED if rec.first_start_s is not None else JobState.PENDING
                 self._enqueue(rec)
-                self.log.append((e.time, "released", rec.job_id, ""))
+                self._log((e.time, "released", rec.job_id, ""))
                 self._dirty = True
         elif isinstance(e, (ev.NodeDown, ev.NodeUp)):
-            self.log.append((e.time, type(e).__name__, "", str(e.node)))
+            self._log((e.time, type(e).__name__, "", str(e.node)))
             self._dirty = True
         elif isinstance(e, ev.RoundTick):
             self._next_tick = None
@@ -264,13 +176,13 @@ class Scheduler:
         job = e.job
         rec = JobRecord(job, job.tasks)
         self.jobs[job.job_id] = rec
-        self.log.append((e.time, "arrival", job.job_id, ""))
+        self._log((e.time, "arrival", job.job_id, ""))
         reason = self._never_fits(job, backend)
         if reason:
             rec.state = JobState.REJECTED
             rec.reject_reason = reason
             self.n_done += 1
-            self.log.append((e.time, "rejected", job.job_id, reason))
+            self._log((e.time, "rejected", job.job_id, reason))
             return
         self._enqueue(rec)
         self._dirty = True
@@ -337,9 +249,22 @@ class Scheduler:
 
     # -- the round ---------------------------------------------------------------------------
     def round(self, snap: Snapshot) -> Plan:
+        """One round over `snap`: the plan (not applied). Only what `commit_round` confirms
+        stays: a round run again before that starts from the same policy state (idempotent)."""
         t0 = _time.perf_counter()
+        if self._stateful:
+            if self._saved is None:
+                self._saved = [(c, {a: copy.deepcopy(getattr(c, a)) for a in c.round_state})
+                               for c in self._stateful]
+            else:                                  # the last round was not carried out: undo it
+                for c, st in self._saved:
+                    for a, v in st.items():
+                        setattr(c, a, copy.deepcopy(v))
         txn = Transaction(snap)
         ctx = RoundContext(snap, txn, snap.now, self.jobs, [], self.rng, self, self._stats)
+        if self._begin:
+            ctx.queue = list(self.queue)          # the waiting jobs, not yet in order
+            self.profile.order.begin_round(ctx)
         if self._static:
             queue = list(self.queue)
         else:
@@ -356,6 +281,8 @@ class Scheduler:
                     rec.tasks = tuple(new_tasks)
         for action in self._pre_actions:
             action.before_place(ctx)
+        for placer in self.profile.placers:
+            placer.place(ctx)
         if self._dynamic:
             # Re-pick the smallest key after every placement (progressive filling).
             key = self.profile.order.key
@@ -371,7 +298,7 @@ class Scheduler:
                     continue
                 if not self.place(rec, ctx).ok and self.profile.blocking:
                     break
-        for action in self.profile.actions:
+        for action in self._post_actions:
             action.act(ctx)
         self.rounds.append((snap.now, _time.perf_counter() - t0, len(queue)))
         return txn.plan
@@ -460,7 +387,7 @@ class Scheduler:
                 rec.state = JobState.SUSPENDED
                 rec.preemptions += 1
                 self._enqueue(rec)
-                self.log.append((now, "suspend", rec.job_id, ""))
+                self._log((now, "suspend", rec.job_id, "", (), d.cost))
                 continue
             self._settle_service(rec, now)
             if kind == "migrate":
@@ -472,8 +399,8 @@ class Scheduler:
             else:  # launch / resume
                 for tp in d.placements:
                     rec.placed[tp.task] = tp
-            self.log.append((now, kind, rec.job_id,
-                             ";".join(f"{tp.task}@{tp.node}" for tp in d.placements)))
+            self._log((now, kind, rec.job_id, ";".join(f"{tp.task}@{tp.node}" for tp in d.placements),
+                       d.placements, d.cost, isinstance(d, (Launch, Resume)) and d.packed))
             whole = not rec.unplaced()
             if whole or rec.spec.kind == "tasks":
                 if rec.first_start_s is None:
@@ -485,6 +412,12 @@ class Scheduler:
                 rec.state = JobState.PARTIAL
             if whole:
                 self._remove_from_queue(rec)
+        if self._observers:
+            self.observe(now, [], plan)
+
+    def commit_round(self) -> None:
+        """The last round's plan is the one carried out: its policy state changes stay."""
+        self._saved = None
 
     def execute(self, plan: Plan, backend) -> None:
         """Apply a plan made outside a round (an operator's migrate, a runtime re-attaching to
@@ -493,54 +426,10 @@ class Scheduler:
             backend.apply(plan)
             self._after_apply(plan, backend.now())
 
-    # -- policy errors (real runtime) ------------------------------------------------------
-    def _contained_round(self, backend, now: float) -> Plan:
-        """`round`, with an exception in it contained (see the module docstring). Each retry
-        holds one more job, so this ends after at most one round per job plus one."""
-        name = self.profile.spec.name
-        for _ in range(len(self.jobs) + 1):
-            try:
-                return self.round(backend.snapshot())
-            except Exception as e:                     # a policy bug: contain it
-                job_id = self._culprit(e)
-                err = f"{type(e).__name__}: {e}"
-                self.round_errors.append((now, job_id, err))
-                if job_id is None:
-                    reason = f"policy {name} failed in a round not attributable to one job ({err}); previous plan kept"
-                    log.error("%s", reason, exc_info=True)
-                    backend.policy_error(None, reason)
-                    return Plan([])
-                reason = f"policy {name} failed on this job: {err}"
-                log.error("policy %s failed on job %s; job put on hold: %s", name, job_id, err, exc_info=True)
-                backend.policy_error(job_id, reason)
-                self.handle(ev.JobHeld(now, job_id, reason), backend)
-        return Plan([])
-
-    def _culprit(self, e: BaseException) -> str | None:
-        """The job an exception raised in a round is about: the innermost frame below `round`
-        that holds a job (a JobRecord or JobSpec local, or a job-id string local), else a known
-        job id named in the message. Frames of `round` itself are skipped: its loop variables
-        may name a job the error has nothing to do with."""
-        frames = []
-        tb, below = e.__traceback__, False
-        while tb is not None:
-            if below:
-                frames.append(tb.tb_frame)
-            elif tb.tb_frame.f_code is Scheduler.round.__code__:
-                below = True
-            tb = tb.tb_next
-        for fr in reversed(frames):                 # innermost first
-            for v in fr.f_locals.values():
-                jid = (v.job_id if isinstance(v, (JobRecord, JobSpec))
-                       else v if isinstance(v, str) and v in self.jobs else None)
-                if jid is not None and jid in self.jobs and self.jobs[jid].state not in _SETTLED:
-                    return jid
-        named = [w for w in _JOB_ID_RE.findall(str(e)) if w in self.jobs]
-        return named[0] if len(set(named)) == 1 else None
-
     # -- the loop ---------------------------------------------------------------------------
     def run(self, backend, *, progress: Callable[[float, int], None] | None = None) -> None:
         n_batches = 0
+        self.check_backend(backend)
         self._stats = backend.job_stats
         while True:
             batch = backend.poll()
@@ -549,13 +438,17 @@ class Scheduler:
             for e in batch:
                 self.handle(e, backend)
             now = backend.now()
+            if self._observers:
+                self.observe(now, batch, None)
             round_s = self.profile.round_s
             # Without event rounds a change waits (dirty) for the next multiple of round_s.
             if self.profile.event_rounds or self._ticked or now % round_s == 0:
-                if self._dirty and self.queue or self._dirty and self.profile.actions:
-                    plan = (self._contained_round(backend, now)
+                # actions and placers may decide about running jobs with nobody waiting
+                if self._dirty and (self.queue or self._acts_on_running):
+                    plan = (contained_round(self, backend, now)
                             if getattr(backend, "contain_policy_errors", False)
                             else self.round(backend.snapshot()))
+                    self.commit_round()
                     if len(plan):
                         backend.apply(plan)
                         self._after_apply(plan, now)

@@ -1,37 +1,40 @@
 """Extension points, the registry and typed construction of policy components.
 
-The five extension points (one small Protocol each). A round calls them in this order:
+A component is a class that subclasses the Protocol of its extension point (below) and is
+registered by name with `@register(kind, name)`. Subclassing is required: every hook and flag a
+policy may use is declared here, with a default, so the framework reads them directly and never
+discovers them. Every hook's contract (when it is called, what it may read and mutate, what must
+be idempotent) is written on the hook.
 
-    order     -> key(job, ctx): sort key of a waiting job; the framework appends
-                 (submit_time_s, job_id), so ties are deterministic. Called once per waiting job
-                 per round (or once at arrival when `static = True`). Must not mutate anything.
-    allocate  -> allocate(jobs, ctx): {job_id: tasks} - how many workers / PS each waiting job
-                 gets this round (default: what it asked for). Pure; returns new TaskSpec tuples.
-    filter    -> filter(ctx, job, task, free): NodeMask over all nodes (bool array + reasons)
-                 saying which nodes may take this task now. Reads `free` (the transaction's
-                 tentative free array); must not write it. A filter may also define
-                 never_fits(job, cluster) -> str: a reason when the job can never pass it on this
-                 cluster (e.g. co-location of a job larger than any server); the job is then
-                 rejected at arrival instead of waiting forever.
-    score     -> score(ctx, job, task, free, nodes): float array in [0, 1], one per candidate
-                 node (higher is better). The framework checks the range, combines scorers by
-                 weight and picks the best node, ties to the lowest node id. A scorer whose score
-                 for a node depends on that node's row alone sets `node_local = True`; then the
-                 framework re-scores only the node that changed between a job's identical tasks.
-    action    -> act(ctx): whatever else the round does (preempt, backfill, pack, migrate...).
-                 Runs after placement; may add decisions through ctx.txn. Must be idempotent
-                 with respect to an unchanged snapshot (same input, same decisions).
-                 An action may also define before_place(ctx): it runs after ordering and
-                 allocation, before the per-task placement loop, and may place whole jobs itself
-                 (ctx.txn.reserve + ctx.scheduler.commit); jobs it decided are skipped by the loop.
-                 This is how job-level placers work (Liquid's batch GA, Gandiva's getNodes).
+A round (dlsched.scheduler.core.Scheduler.round) calls, in this order:
 
-An order with `dynamic = True` is re-evaluated after every job the round places (the next job
-is the one with the smallest key at that moment): DRF's progressive filling needs it.
+    Order.begin_round(ctx)      once per round, before any key()
+    Order.key(job, ctx)         each waiting job (static orders: once, at arrival)
+    Allocate.allocate(jobs, ctx)
+    Action.before_place(ctx)    each action, in the profile's order
+    Place.place(ctx)            each job-level placer, in the profile's order
+    per-task placement          each job not yet decided: Filter.filter -> Score.score
+    Action.act(ctx)             each action, in the profile's order
 
-Every component is a class registered by name with `@register(kind, name)`. Its constructor
-takes typed keyword parameters with defaults; `build(kind, name, params, path)` validates
-them against the signature (unknown keys and wrong types are ConfigErrors naming the path).
+and, outside rounds, `observe(now, events, applied)` on every component that defines it: after
+each batch of events the backend delivered, and after each plan the backend applied.
+
+What a policy sees (RoundContext, dlsched.scheduler.core): a read-only view of the cluster
+(`ctx.snap`), of the jobs (`ctx.jobs`, `ctx.queue`, `ctx.running`: JobRecords a policy reads
+but never writes; their `state` is a JobState and part of the contract), the backend's
+per-job counters (`ctx.stats(job_id)`, one vocabulary: dlsched.scheduler.backend.STATS_KEYS),
+a seeded `ctx.rng`, and the round's transaction `ctx.txn`, the only thing a round may change.
+`ctx.commit(rec)`, `ctx.order_key(rec)`, `ctx.feasible(job, task, free)` and `ctx.action(cls)`
+expose what the framework itself does, so policies need no handle on the scheduler.
+
+Every component is a class registered by name. Its constructor takes typed keyword parameters
+with defaults; `build(kind, name, params, path)` validates them against the signature (unknown
+keys and wrong types are ConfigErrors naming the path).
+
+Capabilities. A component states what it needs from the backend in `needs` (a frozenset of
+dlsched.scheduler.backend.CAPABILITIES; an instance may narrow it in its constructor from its
+parameters). A profile needs the union of its components' needs; the Scheduler refuses to run
+on a backend that lacks one, naming both (never a silent degradation).
 """
 from __future__ import annotations
 
@@ -39,14 +42,14 @@ import inspect
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, ClassVar, Protocol
 
 import numpy as np
 
 from dlsched.core.errors import ConfigError, DlschedError
-from dlsched.core.types import JobSpec, TaskSpec
+from dlsched.core.types import JobSpec, Plan, TaskSpec
 
-KINDS = ("order", "allocate", "filter", "score", "action", "profile")
+KINDS = ("order", "allocate", "filter", "score", "place", "action", "profile")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,37 +62,109 @@ class NodeMask:
         return "ok" if self.ok[node] else self.reason
 
 
-@runtime_checkable
-class Order(Protocol):
-    static: bool  # True when the key never changes after arrival (the queue is kept sorted)
+class Component(Protocol):
+    """What every extension point shares."""
+    name: ClassVar[str]
+    #: backend capabilities this component's decisions need (dlsched.scheduler.backend)
+    needs: frozenset = frozenset()
+    #: attributes a round may change besides the transaction (Gandiva's rings, grown jobs):
+    #: the framework saves them before a round and puts them back when that round's plan is
+    #: not the one carried out (a dry run, a retry after a contained error, the same snapshot
+    #: given twice), so a round is idempotent for an unchanged snapshot. Everything else a
+    #: component keeps is changed in observe() only (or is a cache of pure functions).
+    round_state: ClassVar[tuple[str, ...]] = ()
 
-    def key(self, job: "JobRecordLike", ctx: "RoundContextLike") -> tuple: ...
+    def observe(self, now: float, events: list, applied: Plan | None) -> None:
+        """Learn from what happened (Volcano's session close; Tiresias's attained service,
+        Gandiva's restart clock, Optimus's fits). Called outside rounds: with the events of a
+        batch (`applied` None), and with each plan the backend applied (`events` empty) at time
+        `now`, including plans made outside a round (an operator's migrate, a re-attach). May
+        update the component's own state only. Never called when the component does not
+        override it."""
 
 
-@runtime_checkable
-class Allocate(Protocol):
-    def allocate(self, jobs: list, ctx: "RoundContextLike") -> dict[str, tuple[TaskSpec, ...]]: ...
+class Order(Component, Protocol):
+    """Which waiting job goes first: a sort key (the framework appends (submit_time_s, job_id),
+    so ties are deterministic)."""
+    #: the key never changes after arrival: keyed once (ctx is None then), the queue kept sorted
+    static: ClassVar[bool] = False
+    #: re-key after every job the round places (DRF's progressive filling)
+    dynamic: ClassVar[bool] = False
+
+    def begin_round(self, ctx: "RoundContextLike") -> None:
+        """Once at the start of each round, before any key(): fold time-dependent state
+        (Tiresias's starvation promotion) into the order's own state. Must be idempotent for one
+        round time: a second call with the same view changes nothing."""
+
+    def key(self, job: "JobRecordLike", ctx: "RoundContextLike") -> tuple:
+        """The job's sort key. Pure: reads the job, the view and the order's state; mutates
+        nothing (so a round run twice on one snapshot orders the same)."""
+        ...
 
 
-@runtime_checkable
-class Filter(Protocol):
-    def filter(self, ctx: "RoundContextLike", job: JobSpec, task: TaskSpec, free: np.ndarray) -> NodeMask: ...
+class Allocate(Component, Protocol):
+    def allocate(self, jobs: list, ctx: "RoundContextLike") -> dict[str, tuple[TaskSpec, ...]]:
+        """{job_id: tasks}: how many workers / PS each waiting job in `jobs` gets this round
+        (absent: what it asked for). Pure; returns new TaskSpec tuples. Resizing a running job
+        is a Resize decision, which a job-level placer issues through the transaction."""
+        ...
 
 
-@runtime_checkable
-class Score(Protocol):
+class Filter(Component, Protocol):
+    def filter(self, ctx: "RoundContextLike", job: JobSpec, task: TaskSpec, free: np.ndarray) -> NodeMask:
+        """NodeMask over all nodes (bool array + reasons): which nodes may take this task now.
+        Reads `free` (the transaction's tentative free array); must not write it."""
+        ...
+
+    def never_fits(self, job: JobSpec, cluster) -> str:
+        """A reason when the job can never pass this filter on this cluster (co-location of a job
+        larger than any server): the job is rejected at arrival instead of waiting forever.
+        "" (the default): it may fit some day. Pure."""
+        return ""
+
+
+class Score(Component, Protocol):
+    #: a node's score depends on that node's row alone: the framework re-scores only the node
+    #: that changed between a job's identical tasks
+    node_local: ClassVar[bool] = False
+    #: the first candidate wins (every score equal): the framework skips scoring
+    first_fit: ClassVar[bool] = False
+
     def score(self, ctx: "RoundContextLike", job: JobSpec, task: TaskSpec, free: np.ndarray,
-              nodes: np.ndarray) -> np.ndarray: ...
+              nodes: np.ndarray) -> np.ndarray:
+        """Float array in [0, 1], one per candidate in `nodes` (higher is better). The framework
+        checks the range, combines scorers by weight and picks the best node, ties to the lowest
+        node id. Pure."""
+        ...
 
 
-@runtime_checkable
-class Action(Protocol):
-    def act(self, ctx: "RoundContextLike") -> None: ...
+class Place(Component, Protocol):
+    def place(self, ctx: "RoundContextLike") -> None:
+        """Job-level placement (Liquid's batch GA, Gandiva's getNodes, Optimus's allocation and
+        fewest-servers placement): after order, allocate and the actions' before_place, before
+        the per-task loop. Places whole jobs through ctx.txn (reserve, then ctx.commit), and may
+        resize or suspend running ones (Resize, Suspend decisions); jobs it decided (ctx.txn.
+        decided) are skipped by the per-task loop. Must be idempotent for an unchanged snapshot:
+        the same view gives the same decisions."""
+        ...
+
+
+class Action(Component, Protocol):
+    def before_place(self, ctx: "RoundContextLike") -> None:
+        """Before placement (after order and allocate): preempt, migrate, pack, end time-slice
+        turns, shrink. Decides through ctx.txn only. Idempotent for an unchanged snapshot."""
+
+    def act(self, ctx: "RoundContextLike") -> None:
+        """After placement: whatever else the round does (backfill, admit time-sliced jobs,
+        grow). Decides through ctx.txn only. Idempotent for an unchanged snapshot."""
 
 
 JobRecordLike = Any
 RoundContextLike = Any
-_PROTOCOLS = {"order": Order, "allocate": Allocate, "filter": Filter, "score": Score, "action": Action}
+_PROTOCOLS = {"order": Order, "allocate": Allocate, "filter": Filter, "score": Score, "place": Place,
+              "action": Action}
+_HOOK = {"order": "key", "allocate": "allocate", "filter": "filter", "score": "score", "place": "place",
+         "action": None}
 
 
 class RegistryError(DlschedError):
@@ -146,10 +221,15 @@ def register(kind: str, name: str, *, source: str = "") -> Callable:
     """Class decorator: register a component under `name`; sets cls.name."""
     def deco(cls):
         if kind in _PROTOCOLS:
-            missing = [m for m in ("key", "allocate", "filter", "score", "act")
-                       if hasattr(_PROTOCOLS[kind], m) and not hasattr(cls, m)]
-            if missing:
-                raise RegistryError(f"{cls.__name__} registered as {kind} lacks {missing[0]}()")
+            proto = _PROTOCOLS[kind]
+            if proto not in cls.__mro__:
+                raise RegistryError(f"{cls.__name__} registered as {kind} must subclass "
+                                    f"dlsched.scheduler.framework.{proto.__name__} (its hooks are declared there)")
+            hook = _HOOK[kind]
+            if hook is not None and getattr(cls, hook) is getattr(proto, hook):
+                raise RegistryError(f"{cls.__name__} registered as {kind} does not define {hook}()")
+            if kind == "action" and cls.before_place is Action.before_place and cls.act is Action.act:
+                raise RegistryError(f"{cls.__name__} registered as action defines neither before_place() nor act()")
         cls.name = name
         doc = (inspect.getdoc(cls) or "").strip().splitlines()
         REGISTRY.add(kind, name, cls, doc[0] if doc else "", source)
@@ -213,6 +293,8 @@ def params_of(kind: str, name: str) -> dict[str, Any]:
 class ProfileSpec:
     """A named scheduler: which component fills each extension point, and how a round commits.
 
+    placers:  job-level placers (Place), run in this order before the per-task loop.
+
     gang:     commit a job only when all its tasks are placed (all or nothing).
     blocking: stop the round at the first waiting job that does not fit (strict order, the
               head of the queue is never overtaken); otherwise later jobs may go first.
@@ -228,6 +310,7 @@ class ProfileSpec:
     allocate: str = "requested"
     filters: tuple[str, ...] = ("fits",)
     scores: tuple[tuple[str, float], ...] = (("first_fit", 1.0),)
+    placers: tuple[str, ...] = ()
     actions: tuple[str, ...] = ()
     gang: bool = False
     blocking: bool = True
@@ -240,6 +323,7 @@ class ProfileSpec:
         return ([("order", self.order), ("allocate", self.allocate)]
                 + [("filter", f) for f in self.filters]
                 + [("score", s) for s, _ in self.scores]
+                + [("place", p) for p in self.placers]
                 + [("action", a) for a in self.actions])
 
 

@@ -32,6 +32,20 @@ class Transaction:
         self.released: set[str] = set()
         self.decided: set[str] = set()     # jobs given a Launch / Resume in this round
 
+    def fork(self) -> "Transaction":
+        """A trial copy: reservations, releases and commits on it change neither this
+        transaction nor its plan. Preemption tries "would the waiting jobs fit with these
+        victims gone?" on a fork, and keeps the answer only (one placement engine for trials
+        and real decisions)."""
+        t = Transaction.__new__(Transaction)
+        t.snap = self.snap
+        t.free = self.free.copy(order="F")
+        t.gpu_load = self.gpu_load.copy()
+        t._tentative = {j: list(v) for j, v in self._tentative.items()}
+        t.plan = Plan(list(self.plan.decisions))
+        t.released, t.decided = set(self.released), set(self.decided)
+        return t
+
     # -- reservations ----------------------------------------------------------------------
     def pick_gpus(self, node: int, gpus: float) -> tuple[int, ...]:
         """The least-loaded GPU slots of `node` (lowest index first among equals)."""

@@ -11,118 +11,33 @@ Work units: iterations for jobs with a model and an iteration count; otherwise s
 ideal placement (a trace's duration). Independent tasks (`tasks` jobs) each run for their own
 duration_s.
 
-Costs: resuming, migrating or resizing a DL job makes it hold its new resources without
-progress for `restart_delay_s` (checkpoint restore, process start).
-
-Switch costs carried by a decision (Gandiva's mechanisms, dlsched.policies.actions.gandiva_common):
-a decision with a `cost` (a dlsched.workload.packing.SwitchCost) replaces restart_delay_s:
-- Suspend: the job first finishes its current mini-batch (w = the rest of the iteration / rate;
-  the progress is credited), then copies its GPU memory to the host (c_out = fixed_s +
-  checkpoint bytes / host bandwidth). Its resources are free at once for the plan's next
-  decisions, but its GPUs are busy until now + w + c_out: whoever takes them next starts then.
-- Resume: restore = c_in (same copy back), after the GPUs and the job's own checkpoint are free.
-  Launch: no restore, but it also waits for busy GPUs.
-- Migrate / Resize: checkpoint (w + c_out), move it over the NIC when a server changes
-  (bytes / NIC), restart the process (restart_s) and restore (c_in).
-A decision with `packed = True` runs its job in packing mode: jobs sharing a GPU with a packed
-job each run at packing.packed_factor (Table 1's model) instead of the interference factor.
+Rooms: the event heap and its records are engine.py, a job's simulated state run.py (JobRun).
+Switch costs: what a suspend, resume, migrate, resize or pack costs (restart_delay_s for plain
+decisions, a decision's own `cost` for Gandiva's, packing's speed) is computed in
+dlsched.sim.switch_cost, which states the model; this module only applies it to the job's state.
 Lost time (job_stats switch_lost_s): the seconds a job held resources without progress because
 of a restart (restore, waiting for its GPUs' previous job to checkpoint, restart_delay_s).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-
 from dlsched.cluster.state import ClusterState, Snapshot
 from dlsched.cluster.topology import Cluster
-from dlsched.core.types import (GPU, JobSpec, Launch, Migrate, Plan, Resize, Resume, Suspend,
-                                TaskPlacement, TaskSpec)
+from dlsched.core.types import GPU, JobSpec, Launch, Migrate, Plan, Resize, Resume, Suspend, TaskPlacement
 from dlsched.scheduler import events as ev
-from dlsched.sim.engine import P_ARRIVAL, P_FINISH, P_NODE, P_RATE, P_TICK, EventHeap
+from dlsched.sim import switch_cost
+from dlsched.sim.engine import (P_ARRIVAL, P_FINISH, P_NODE, P_RATE, P_TICK, EventHeap, Arrive,
+                                Finish, NodeChange, RateChange, TaskDone, Tick)
+from dlsched.sim.run import JobRun
 from dlsched.workload.loss import observed_loss
-from dlsched.workload.packing import packed_factor
-from dlsched.workload.speed import JobComm, SpeedModel, SpeedParams, max_min_shares
-
-
-# Engine-internal event records (the Scheduler never sees these).
-@dataclass(frozen=True, slots=True)
-class _Arrive:
-    job: JobSpec
-
-
-@dataclass(frozen=True, slots=True)
-class _Finish:
-    job_id: str
-    version: int
-
-
-@dataclass(frozen=True, slots=True)
-class _TaskDone:
-    job_id: str
-    task: int
-    version: int
-
-
-@dataclass(frozen=True, slots=True)
-class _RateChange:
-    """A rate change known in advance: the job's restart (restore from checkpoint) is over."""
-    job_id: str
-    version: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Tick:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class _NodeChange:
-    node: int
-    up: bool
-
-
-@dataclass(eq=False, slots=True)
-class _Run:
-    spec: JobSpec
-    tasks: tuple[TaskSpec, ...]
-    remaining: float
-    placements: dict[int, TaskPlacement] = field(default_factory=dict)
-    rate: float = 0.0
-    last_t: float = 0.0
-    version: int = 0
-    prof: JobComm | None = None
-    restoring: bool = False       # next full placement starts with a restart delay
-    starting: bool = False        # next full placement is its first start (start_delay_s)
-    restart_until: float = -1.0
-    hold_gpus: float = 0.0
-    hold_since: float = 0.0
-    gpu_s: float = 0.0
-    nic_bytes: float = 0.0
-    cross_rack_bytes: float = 0.0
-    done_tasks: int = 0
-    finished: bool = False
-    first_progress_s: float | None = None
-    # Switch costs (decisions that carry a `cost`) and their counters.
-    restore_s: float | None = None   # next restart's delay, set by a costed decision
-    start_after: float = 0.0         # next restart waits for this (checkpoints still running)
-    packed: bool = False             # placed in packing mode (Gandiva)
-    suspends: int = 0
-    resumes: int = 0
-    lost_s: float = 0.0              # held without progress while restarting
-    lost_gpu_s: float = 0.0
-    last_nodes: tuple[int, ...] = ()  # where it last ran (its checkpoint), set when stopped
-    share: int = 1                   # jobs on its GPUs, itself included (effective GPUs / share)
-    eff_gpus: float = 0.0            # its part of the effective GPUs now
-
-    @property
-    def whole(self) -> bool:
-        return len(self.placements) + self.done_tasks == len(self.tasks)
+from dlsched.workload.speed import SpeedModel, SpeedParams, max_min_shares
 
 
 class SimBackend:
     """Simulated cluster. `jobs` arrive at their submit times; `node_events` is a list of
     (time, node_id, up) failures and repairs."""
+    # the model carries out every decision: costed switches (a decision's SwitchCost), GPU
+    # sharing (packing, with the interference model), preemption, migration, resize, progress
+    capabilities = frozenset(("preemption", "migration", "resize", "costed_switches", "gpu_sharing", "progress"))
 
     def __init__(self, cluster: Cluster, jobs: list[JobSpec], *, speed: SpeedParams | None = None,
                  restart_delay_s: float = 30.0, node_events: list[tuple[float, int, bool]] = (),
@@ -138,7 +53,7 @@ class SimBackend:
             raise ValueError("restart_delay_s and start_delay_s must be >= 0")
         self.heap = EventHeap()
         self._now = 0.0
-        self.runs: dict[str, _Run] = {}
+        self.runs: dict[str, JobRun] = {}
         self._net_jobs: set[str] = set()          # running jobs that use shared links
         self._gpu_jobs: dict[tuple[int, int], list[str]] = {}
         self._touched: set[str] = set()
@@ -153,9 +68,9 @@ class SimBackend:
         self._ticks: set[float] = set()
         self._gpu_free_at: dict[tuple[int, int], float] = {}   # GPU slot -> end of a checkpoint
         for job in jobs:
-            self.heap.push(float(job.submit_time_s), P_ARRIVAL, _Arrive(job))
+            self.heap.push(float(job.submit_time_s), P_ARRIVAL, Arrive(job))
         for t, node, up in node_events:
-            self.heap.push(float(t), P_NODE, _NodeChange(int(node), bool(up)))
+            self.heap.push(float(t), P_NODE, NodeChange(int(node), bool(up)))
 
     # -- Backend protocol -----------------------------------------------------------------------
     def now(self) -> float:
@@ -167,7 +82,7 @@ class SimBackend:
     def wake_at(self, time: float) -> None:
         if time not in self._ticks:
             self._ticks.add(time)
-            self.heap.push(float(time), P_TICK, _Tick())
+            self.heap.push(float(time), P_TICK, Tick())
 
     def usage(self) -> tuple[float, float, float]:
         return self.state.allocated_gpus(), self._effective, self._partial
@@ -183,21 +98,26 @@ class SimBackend:
         self._effective += delta
 
     def job_stats(self, job_id: str) -> dict:
+        """The vocabulary of dlsched.scheduler.backend.STATS_KEYS, from the model."""
         r = self.runs.get(job_id)
         if r is None:
-            return {"gpu_s": 0.0, "nic_bytes": 0.0, "cross_rack_bytes": 0.0, "first_progress_s": None,
-                    "suspends": 0, "resumes": 0, "switch_lost_s": 0.0, "switch_lost_gpu_s": 0.0}
+            return {"step": None, "remaining": None, "progress": 0.0, "rate": 0.0, "loss": None, "gpu_s": 0.0,
+                    "first_progress_s": None, "suspends": 0, "resumes": 0, "switch_lost_s": 0.0,
+                    "switch_lost_gpu_s": 0.0, "nic_bytes": 0.0, "cross_rack_bytes": 0.0}
         self._advance(r, self._now)
-        gpu_s = r.gpu_s + r.hold_gpus * (self._now - r.hold_since)
-        st = {"gpu_s": gpu_s, "nic_bytes": r.nic_bytes, "cross_rack_bytes": r.cross_rack_bytes,
-              # work left (iterations, or seconds at the ideal placement) and its current rate
-              "remaining": r.remaining, "rate": r.rate,
+        spec = r.spec
+        total = spec.iterations if spec.iterations is not None else (spec.duration_s or 0.0)
+        # work left (iterations, or seconds at the ideal placement) and its current rate
+        st = {"step": None, "remaining": r.remaining, "rate": r.rate,
+              "progress": 1.0 if r.finished or total <= 0 else min(max(1.0 - r.remaining / total, 0.0), 1.0),
+              "loss": None, "gpu_s": r.gpu_s + r.hold_gpus * (self._now - r.hold_since),
               "first_progress_s": r.first_progress_s, "suspends": r.suspends, "resumes": r.resumes,
-              "switch_lost_s": r.lost_s, "switch_lost_gpu_s": r.lost_gpu_s}
-        if r.spec.kind == "dl" and r.spec.iterations is not None:
+              "switch_lost_s": r.lost_s, "switch_lost_gpu_s": r.lost_gpu_s,
+              "nic_bytes": r.nic_bytes, "cross_rack_bytes": r.cross_rack_bytes}
+        if spec.kind == "dl" and spec.iterations is not None:
             # iterations done and the training loss now (its curve + seeded noise: workload/loss.py)
-            st["step"] = r.spec.iterations - r.remaining
-            st["loss"] = observed_loss(r.spec, st["step"])
+            st["step"] = spec.iterations - r.remaining
+            st["loss"] = observed_loss(spec, st["step"])
         return st
 
     def poll(self) -> list | None:
@@ -225,7 +145,7 @@ class SimBackend:
         now = self._now
         for d in plan.ordered():
             r = self.runs[d.job_id]
-            cost = getattr(d, "cost", None)   # a switch cost carried by the decision (Gandiva)
+            cost = d.cost   # a switch cost carried by the decision (Gandiva), None: the run's default
             if isinstance(d, Suspend):
                 if cost is not None:
                     self._checkpoint(r, now, cost)
@@ -236,18 +156,15 @@ class SimBackend:
                     r.starting = True
                 if cost is not None:
                     self._costed_start(r, d.placements, now, 0.0)
-                r.packed = bool(getattr(d, "packed", False))
+                r.packed = d.packed
                 self._take(r, d.placements, now)
             elif isinstance(d, Resume):
                 r.restoring = True
                 if cost is not None:
-                    delay = cost.copy_s(r.spec.model)
-                    new = {tp.node for tp in d.placements}
-                    if r.last_nodes and not new <= set(r.last_nodes):   # resumed on another server
-                        nic = min(self.cluster.nodes[n].nic_gbps for n in sorted(new | set(r.last_nodes)))
-                        delay += cost.restart_s + cost.transfer_s(r.spec.model, nic)
+                    new = [tp.node for tp in d.placements]
+                    delay = switch_cost.resume_restore_s(cost, r.spec.model, r.last_nodes, new, self.cluster.nodes)
                     self._costed_start(r, d.placements, now, delay)
-                r.packed = bool(getattr(d, "packed", False))
+                r.packed = d.packed
                 r.resumes += 1
                 self._take(r, d.placements, now)
             elif isinstance(d, (Migrate, Resize)):
@@ -262,12 +179,8 @@ class SimBackend:
                 r.restoring = not fresh
                 r.starting = fresh and self.start_delay_s > 0
                 if cost is not None:
-                    new = {tp.node for tp in d.placements}
-                    moved = sorted(new - old)
-                    nic = min((self.cluster.nodes[n].nic_gbps for n in sorted(old | new)), default=1.0)
-                    delay = cost.restart_s + cost.copy_s(r.spec.model)
-                    if moved:
-                        delay += cost.transfer_s(r.spec.model, nic)
+                    new = [tp.node for tp in d.placements]
+                    delay = switch_cost.move_restore_s(cost, r.spec.model, old, new, self.cluster.nodes)
                     self._costed_start(r, d.placements, now, delay)
                 r.packed = False
                 self._take(r, d.placements, now)
@@ -278,14 +191,14 @@ class SimBackend:
     # -- events ---------------------------------------------------------------------------------
     def _handle(self, e, out: list) -> None:
         now = self._now
-        if isinstance(e, _Finish):
+        if isinstance(e, Finish):
             r = self.runs.get(e.job_id)
             if r is None or r.finished or e.version != r.version:
                 return  # stale
             self._advance(r, now)
             self._finish(r, now)
             out.append(ev.JobFinish(now, r.spec.job_id))
-        elif isinstance(e, _TaskDone):
+        elif isinstance(e, TaskDone):
             r = self.runs[e.job_id]
             if e.version != r.version or e.task not in r.placements:
                 return
@@ -297,25 +210,25 @@ class SimBackend:
                 r.finished = True
                 self.log.append((now, "finish", r.spec.job_id, ""))
                 out.append(ev.JobFinish(now, r.spec.job_id))
-        elif isinstance(e, _Arrive):
+        elif isinstance(e, Arrive):
             job = e.job
             work = job.iterations if job.iterations is not None else (job.duration_s or 0.0)
-            self.runs[job.job_id] = _Run(job, job.tasks, float(work), last_t=now)
+            self.runs[job.job_id] = JobRun(job, job.tasks, float(work), last_t=now)
             self.log.append((now, "arrival", job.job_id, ""))
             out.append(ev.JobArrival(now, job))
-        elif isinstance(e, _RateChange):
+        elif isinstance(e, RateChange):
             r = self.runs.get(e.job_id)
             if r is not None and e.version == r.version and not r.finished:
                 self._touched.add(r.spec.job_id)
                 if r.prof is not None and r.prof.link_bytes:
                     self._net_touched = True   # it now competes for its links: re-share them
-        elif isinstance(e, _Tick):
+        elif isinstance(e, Tick):
             self._ticks.discard(now)
             out.append(ev.RoundTick(now))
-        elif isinstance(e, _NodeChange):
+        elif isinstance(e, NodeChange):
             self._node_change(e, now, out)
 
-    def _node_change(self, e: _NodeChange, now: float, out: list) -> None:
+    def _node_change(self, e: NodeChange, now: float, out: list) -> None:
         if self.state.up[e.node] == e.up:
             return
         self.state.up[e.node] = e.up
@@ -330,12 +243,12 @@ class SimBackend:
             out.append(ev.NodeUp(now, e.node))
 
     # -- resources ------------------------------------------------------------------------------
-    def _hold(self, r: _Run, now: float, delta_gpus: float) -> None:
+    def _hold(self, r: JobRun, now: float, delta_gpus: float) -> None:
         r.gpu_s += r.hold_gpus * (now - r.hold_since)
         r.hold_since = now
         r.hold_gpus += delta_gpus
 
-    def _take(self, r: _Run, placements, now: float) -> None:
+    def _take(self, r: JobRun, placements, now: float) -> None:
         for tp in placements:
             task = r.tasks[tp.task]
             self.state.take(tp.node, task.vector, tp.gpu_ids)
@@ -346,7 +259,7 @@ class SimBackend:
                 self._touched.update(j for j in users if self.runs[j].spec.kind == "dl")
                 users.append(r.spec.job_id)
             if task.duration_s is not None and r.spec.kind == "tasks":
-                self.heap.push(now + task.duration_s, P_FINISH, _TaskDone(r.spec.job_id, tp.task, r.version))
+                self.heap.push(now + task.duration_s, P_FINISH, TaskDone(r.spec.job_id, tp.task, r.version))
                 self._add_effective(task.demand[GPU])
                 if r.first_progress_s is None:
                     r.first_progress_s = now
@@ -355,7 +268,7 @@ class SimBackend:
         self.log.append((now, "take", r.spec.job_id,
                          ";".join(f"{tp.task}@{tp.node}" for tp in placements)))
 
-    def _give(self, r: _Run, tp: TaskPlacement, now: float) -> None:
+    def _give(self, r: JobRun, tp: TaskPlacement, now: float) -> None:
         task = r.tasks[tp.task]
         self.state.give(tp.node, task.vector, tp.gpu_ids)
         self._hold(r, now, -task.demand[GPU])
@@ -368,21 +281,19 @@ class SimBackend:
         if r.spec.kind == "tasks":
             self._add_effective(-task.demand[GPU])
 
-    def _checkpoint(self, r: _Run, now: float, cost) -> None:
-        """A costed suspend: finish the current mini-batch, then copy GPU memory to the host.
-        The job's GPUs (and the job itself) are busy until both are done."""
+    def _checkpoint(self, r: JobRun, now: float, cost) -> None:
+        """A costed suspend (always followed by _stop): finish the current mini-batch, then copy
+        GPU memory to the host. The job's GPUs (and the job itself) are busy until both are done."""
         w = 0.0
-        if cost.boundary and r.rate > 0 and r.prof is not None and r.spec.kind == "dl":
+        if r.prof is not None and r.spec.kind == "dl":
             unit = 1.0 if r.prof.iteration_based else r.prof.ideal_iter_s
             total = r.spec.iterations if r.spec.iterations is not None else (r.spec.duration_s or 0.0)
             self._advance(r, now)
-            done = total - r.remaining
-            left = (unit - done % unit) % unit           # rest of the mini-batch in progress
-            if 1e-9 < left < r.remaining - 1e-9 and unit - left > 1e-9:
-                w = left / r.rate
+            w = switch_cost.boundary_wait_s(cost, unit, total - r.remaining, r.remaining, r.rate)
+            if w > 0:
                 self._advance(r, now + w)                # credit the whole mini-batch
                 r.last_t = now
-        busy = now + w + cost.copy_s(r.spec.model)
+        busy = switch_cost.checkpoint_done_at(cost, r.spec.model, now, w)
         r.start_after = max(r.start_after, busy)
         for tp in r.placements.values():
             for g in tp.gpu_ids:
@@ -390,17 +301,15 @@ class SimBackend:
                 if self._gpu_free_at.get(key, 0.0) < busy:
                     self._gpu_free_at[key] = busy
 
-    def _costed_start(self, r: _Run, placements, now: float, restore_s: float) -> None:
+    def _costed_start(self, r: JobRun, placements, now: float, restore_s: float) -> None:
         """The next (re)start of `r` on `placements` begins when its GPUs and its own checkpoint
         are free and then takes restore_s without progress."""
-        ready = max(now, r.start_after)
-        for tp in placements:
-            for g in tp.gpu_ids:
-                ready = max(ready, self._gpu_free_at.get((tp.node, g), 0.0))
+        busy = [r.start_after, *(self._gpu_free_at.get((tp.node, g), 0.0)
+                                 for tp in placements for g in tp.gpu_ids)]
         r.restoring = True
-        r.restore_s = (ready - now) + restore_s
+        r.restore_s = switch_cost.costed_hold_s(now, busy, restore_s)
 
-    def _stop(self, r: _Run, now: float) -> None:
+    def _stop(self, r: JobRun, now: float) -> None:
         """Checkpoint (progress is kept) and free everything the job holds."""
         self._advance(r, now)
         self._set_rate(r, 0.0, now)
@@ -418,7 +327,7 @@ class SimBackend:
         self._touched.add(r.spec.job_id)
         self.log.append((now, "stop", r.spec.job_id, ""))
 
-    def _finish(self, r: _Run, now: float) -> None:
+    def _finish(self, r: JobRun, now: float) -> None:
         self._set_rate(r, 0.0, now)
         for tp in list(r.placements.values()):
             self._give(r, tp, now)
@@ -432,7 +341,7 @@ class SimBackend:
         self.log.append((now, "finish", r.spec.job_id, ""))
 
     # -- rates ----------------------------------------------------------------------------------
-    def _advance(self, r: _Run, now: float) -> None:
+    def _advance(self, r: JobRun, now: float) -> None:
         dt = now - r.last_t
         if dt > 0 and r.rate > 0:
             done = min(r.rate * dt, r.remaining)
@@ -443,7 +352,7 @@ class SimBackend:
                 r.cross_rack_bytes += done * per * r.prof.cross_rack_bytes
         r.last_t = now
 
-    def _set_rate(self, r: _Run, rate: float, now: float) -> None:
+    def _set_rate(self, r: JobRun, rate: float, now: float) -> None:
         if r.spec.kind == "dl":
             # Effective GPUs: held by jobs making progress; a GPU that k progressing jobs share
             # (packing, over-subscription) counts once: 1/k to each.
@@ -459,31 +368,25 @@ class SimBackend:
         if rate > 0:
             if r.first_progress_s is None:
                 r.first_progress_s = now
-            self.heap.push(now + max(r.remaining, 0.0) / rate, P_FINISH, _Finish(r.spec.job_id, r.version))
+            self.heap.push(now + max(r.remaining, 0.0) / rate, P_FINISH, Finish(r.spec.job_id, r.version))
         if self.record_rates:
             self.log.append((now, "rate", r.spec.job_id, f"{rate:.9g}"))
 
-    def _interference(self, r: _Run) -> float:
-        f = 1.0
+    def _interference(self, r: JobRun) -> float:
         if not self._gpu_jobs:
-            return f
-        seen = set()
-        packed = r.packed
+            return 1.0
+        others: dict[str, str | None] = {}       # job id -> model, in the order met
         for tp in r.placements.values():
             for g in tp.gpu_ids:
                 for other in self._gpu_jobs.get((tp.node, g), ()):
-                    if other != r.spec.job_id and other not in seen:
-                        seen.add(other)
-                        o = self.runs[other]
-                        packed = packed or o.packed
-                        f *= self.speed.params.factor(r.spec.model, o.spec.model)
-        r.share = 1 + len(seen)
-        if packed and seen:
-            # Packing mode (Gandiva): Table 1's model over everybody on the job's GPUs.
-            return packed_factor([r.spec.model, *(self.runs[o].spec.model for o in sorted(seen))])
-        return f
+                    if other != r.spec.job_id and other not in others:
+                        others[other] = self.runs[other].spec.model
+        r.share = 1 + len(others)
+        packed = r.packed or any(self.runs[o].packed for o in others)
+        return switch_cost.sharing_factor(r.spec.model, list(others.items()), packed,
+                                          self.speed.params.factor)
 
-    def _target_rate(self, r: _Run, shares) -> float:
+    def _target_rate(self, r: JobRun, shares) -> float:
         if r.finished or not r.whole or r.spec.kind != "dl" or self._now < r.restart_until:
             return 0.0
         base = 1.0 if r.prof is None else r.prof.rate(shares if r.prof.link_bytes else {})
@@ -500,15 +403,15 @@ class SimBackend:
                 continue
             if r.whole and r.placements:
                 if r.restoring or r.starting:
-                    delay = self.restart_delay_s if r.restoring else self.start_delay_s
-                    if r.restore_s is not None:   # a costed decision's own delay
-                        delay, r.restore_s = r.restore_s, None
+                    delay = switch_cost.restart_hold_s(r.restoring, self.restart_delay_s,
+                                                       self.start_delay_s, r.restore_s)
+                    r.restore_s = None
                     r.lost_s += delay
                     r.lost_gpu_s += delay * r.hold_gpus
                     r.restoring = r.starting = False
                     r.restart_until = now + delay
                     if delay > 0:
-                        self.heap.push(r.restart_until, P_RATE, _RateChange(jid, r.version))
+                        self.heap.push(r.restart_until, P_RATE, RateChange(jid, r.version))
                 if r.prof is None:
                     r.prof = self.speed.profile(r.spec, tuple(r.placements.values()), r.tasks)
                     if r.prof is not None and r.prof.link_bytes:

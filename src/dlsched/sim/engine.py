@@ -1,16 +1,60 @@
-"""The event heap: entries (time, priority, seq, event).
+"""The event heap: entries (time, priority, seq, event), and the engine's own event records.
 
 `priority` orders events at the same time: node changes first, then finishes (so that what they
 free is there for the round), then internal rate changes, then arrivals, then ticks. `seq` is a
 global counter, so equal (time, priority) pop in push order and a run is deterministic.
+
+The records below are SimBackend's internal events (the Scheduler never sees them; it gets
+dlsched.scheduler.events, which SimBackend.poll translates them into). Finish, TaskDone and
+RateChange carry the job's version when pushed: a record whose version is no longer the job's is
+stale and dropped when popped.
 """
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 from typing import Any
+
+from dlsched.core.types import JobSpec
 
 # Priorities at equal time.
 P_NODE, P_FINISH, P_RATE, P_ARRIVAL, P_TICK = range(5)
+
+
+@dataclass(frozen=True, slots=True)
+class Arrive:
+    job: JobSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    job_id: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDone:
+    job_id: str
+    task: int
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class RateChange:
+    """A rate change known in advance: the job's restart (restore from checkpoint) is over."""
+    job_id: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChange:
+    node: int
+    up: bool
 
 
 class EventHeap:

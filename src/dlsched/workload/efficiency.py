@@ -31,7 +31,7 @@ import functools
 import numpy as np
 
 from dlsched.core.errors import DlschedError
-from dlsched.workload.readers import POLLUX_MAX_EPOCHS, pollux_data_dir
+from dlsched.workload.pollux_data import POLLUX_MAX_EPOCHS, pollux_data_dir
 
 
 @functools.lru_cache(maxsize=None)

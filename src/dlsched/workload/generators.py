@@ -62,7 +62,7 @@ from typing import Any, Callable
 import numpy as np
 
 from dlsched.core.errors import DlschedError
-from dlsched.core.types import JobSpec
+from dlsched.core.types import JobSpec, Role, TaskPlacement
 from dlsched.workload.models import get_model
 from dlsched.workload.schema import job_from_row
 
@@ -347,8 +347,9 @@ def gen_seed001(seed: int = 0, **params: Any) -> list[JobSpec]:
 def _seed001_iter_s(job: JobSpec) -> float:
     """Iteration time of `job` alone on the seed001 cluster, its workers and PS spread evenly
     over the fewest servers that hold its workers (remainders on the first ones)."""
+    # Imported here, not for a cycle (speed imports nothing of this module) but because only
+    # this generator needs the cluster and the speed model: `import dlsched.workload` stays light.
     from dlsched.cluster.topology import load_cluster
-    from dlsched.core.types import Role, TaskPlacement
     from dlsched.workload.speed import SpeedModel
     global _SEED001_SPEED
     if _SEED001_SPEED is None:

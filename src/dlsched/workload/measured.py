@@ -82,7 +82,7 @@ from typing import Iterable
 import numpy as np
 
 from dlsched.core.errors import DlschedError
-from dlsched.workload.readers import pollux_data_dir
+from dlsched.workload.pollux_data import pollux_data_dir
 
 POLLUX_APPS: tuple[str, ...] = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
 # Largest local (per-GPU) batch before gradient accumulation; default: largest profiled local_bsz.

@@ -37,6 +37,9 @@ import numpy as np
 
 from dlsched.core.errors import DlschedError, InputError
 from dlsched.core.types import JobSpec, Role, TaskSpec
+from dlsched.workload.efficiency import iterations_to_target
+from dlsched.workload.measured import trained_batch
+from dlsched.workload.pollux_data import POLLUX_MAX_EPOCHS, pollux_data_dir  # noqa: F401 (re-exported)
 from dlsched.workload.schema import job_from_row, parse_number
 
 if TYPE_CHECKING:  # pandas is imported lazily: the simulator core must import fast
@@ -56,20 +59,11 @@ TRACE_MEM_GB_PER_WORKER = 16.0
 
 PHILLY_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
-# The Pollux simulator's applications (simulator/applications.py, branch osdi21-artifact):
-# each is trained for max_epochs epochs.
-POLLUX_MAX_EPOCHS: dict[str, int] = {
-    "bert": 2, "cifar10": 100, "ncf": 10, "imagenet": 90, "deepspeech2": 80, "yolov3": 50,
-}
 POLLUX_WORKLOADS = tuple(f"pollux-{i}" for i in range(1, 9))
 
 
 # ----------------------------------------------------------------------------- bundled data
-
-def pollux_data_dir() -> Path:
-    """The bundled Pollux data folder (`dlsched/data/pollux`: workloads/, app-profiles/)."""
-    return Path(__file__).resolve().parent.parent / "data" / "pollux"
-
+# (the data folder and the applications' epochs: pollux_data.py, shared with efficiency / measured)
 
 def bundled_workload_path(ref: str) -> Path | None:
     """The file of a bundled workload name (`pollux-1` .. `pollux-8`), or None for other names."""
@@ -209,8 +203,6 @@ def pollux_iterations(app: str, batch: int, replicas: int) -> float:
     """Iterations a Pollux job of `app` with target batch `batch` on `replicas` GPUs trains for,
     as Pollux's simulator counts them: its trained batch (the target rounded to whole per-GPU
     batches, `measured.trained_batch`) and statistical efficiency (`efficiency.py`)."""
-    from dlsched.workload.efficiency import iterations_to_target   # both import this module
-    from dlsched.workload.measured import trained_batch
     return float(math.ceil(iterations_to_target(app, trained_batch(app, batch, replicas))))
 
 

@@ -2,11 +2,11 @@
 DLSCHED_PLUGINS): `fifo-faulty` is FIFO gang whose order key raises on jobs whose model is
 "explode" (attributable to that job) and whose action raises, about no job in particular, while
 a job whose model is "boom" waits."""
-from dlsched.scheduler.framework import ProfileSpec, register, register_profile
+from dlsched.scheduler.framework import Action, Order, ProfileSpec, register, register_profile
 
 
 @register("order", "faulty-order", source="tests")
-class FaultyOrder:
+class FaultyOrder(Order):
     """FIFO, except that it raises on a job whose model is 'explode'."""
 
     def __init__(self) -> None:
@@ -19,7 +19,7 @@ class FaultyOrder:
 
 
 @register("action", "faulty-action", source="tests")
-class FaultyAction:
+class FaultyAction(Action):
     """Raises in every round while a job of model 'boom' waits."""
 
     def __init__(self) -> None:

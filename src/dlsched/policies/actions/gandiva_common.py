@@ -2,13 +2,11 @@
 Deep Learning", OSDI 2018; seed 001): decisions that carry their switch cost, transaction
 helpers that issue them, affinity-aware GPU picking, and a clock of each job's last restart.
 
-Costed decisions. The plan items of dlsched.core.types carry no cost: the simulator charges its
-run-wide restart_delay_s for every resume. Gandiva's suspend / resume is much cheaper (GPU
-memory to host memory at a mini-batch boundary) and its migration costs a checkpoint transfer,
-so its actions issue subclasses that carry a `cost` (dlsched.workload.packing.SwitchCost), and
-the simulator charges that instead (dlsched.sim.backend documents how). They keep the base
-classes' names, so any code that dispatches on the decision type (isinstance or the class name)
-treats them as the plain decisions. `packed = True` on a Launch / Resume starts the job in
+Costed decisions. Without a cost, the simulator charges its run-wide restart_delay_s for every
+resume. Gandiva's suspend / resume is much cheaper (GPU memory to host memory at a mini-batch
+boundary) and its migration costs a checkpoint transfer, so its actions fill the decisions'
+`cost` field (dlsched.workload.packing.SwitchCost), and the simulator charges that instead
+(dlsched.sim.switch_cost documents how). `packed = True` on a Launch / Resume starts the job in
 packing mode (it runs beside the job already on its GPUs). A Resume on another server than the
 one the job last ran on also pays the checkpoint's transfer: the simulator knows where it lies.
 
@@ -16,49 +14,14 @@ No module here is registered: it is a library for the gandiva_* actions.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from dlsched.core import types as T
-from dlsched.core.types import GPU
+from dlsched.core.types import GPU, Launch, Migrate, Resize, Resume, Suspend
+from dlsched.scheduler.events import JobFinish
 from dlsched.workload.packing import SwitchCost
 
 _EPS = 1e-9
-
-
-@dataclass(frozen=True, slots=True)
-class Suspend(T.Suspend):
-    """A Suspend that carries its switch cost."""
-    cost: SwitchCost | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Launch(T.Launch):
-    """A Launch that carries its switch cost (it waits for GPUs still checkpointing) and may
-    start the job packed beside the job on its GPUs."""
-    cost: SwitchCost | None = None
-    packed: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Resume(T.Resume):
-    """A Resume that carries its switch cost (restore from host memory; a transfer when the
-    checkpoint is on another server) and may start the job packed."""
-    cost: SwitchCost | None = None
-    packed: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Migrate(T.Migrate):
-    """A Migrate that carries its switch cost (checkpoint, transfer, restart, restore)."""
-    cost: SwitchCost | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Resize(T.Resize):
-    """A Resize (grow / shrink) that carries its switch cost."""
-    cost: SwitchCost | None = None
 
 
 # -- transaction helpers --------------------------------------------------------------------------
@@ -96,7 +59,7 @@ def start_on(ctx, rec, home, cost: SwitchCost, *, packed: bool = False) -> bool:
         return False
     for task, tp in zip(tasks, home):
         txn.reserve(rec.job_id, task, tp.node, gpu_ids=tp.gpu_ids)
-    if not ctx.scheduler.commit(rec, ctx, gang=True).ok:   # pragma: no cover - all reserved
+    if not ctx.commit(rec, gang=True).ok:   # pragma: no cover - all reserved
         return False
     _cost_last(txn, rec.job_id, cost, packed)
     return True
@@ -220,27 +183,21 @@ def free_placement(ctx, rec, tasks=None, *, exclude=(), nodes=None, free=None, l
 
 # -- restarts -------------------------------------------------------------------------------------
 class RestartClock:
-    """When each job last (re)started: launch, resume, migration or resize, read from the
-    scheduler's log of applied decisions (whichever action made them). Used for the minimum run
-    time between two preemptions of a job (anti-thrash)."""
-
-    _KINDS = frozenset(("launch", "resume", "migrate", "resize"))
+    """When each job last (re)started: launch, resume, migration or resize, from the plans the
+    backend applied (whichever action made them), fed by its owner's observe(). Used for the
+    minimum run time between two preemptions of a job (anti-thrash)."""
 
     def __init__(self) -> None:
         self.started: dict[str, float] = {}
-        self._seen = 0
-        self._log = None
 
-    def observe(self, ctx) -> None:
-        log = ctx.scheduler.log
-        if log is not self._log:
-            self._log, self._seen, self.started = log, 0, {}
-        for t, kind, job_id, *_ in log[self._seen:]:
-            if kind in self._KINDS:
-                self.started[job_id] = t
-            elif kind == "finish":
-                self.started.pop(job_id, None)
-        self._seen = len(log)
+    def observe(self, now: float, events: list, applied) -> None:
+        if applied is not None:
+            for d in applied.decisions:
+                if not isinstance(d, T.Suspend):
+                    self.started[d.job_id] = now
+        for e in events:
+            if isinstance(e, JobFinish):
+                self.started.pop(e.job_id, None)
 
     def ran_for(self, rec, now: float) -> float:
         since = self.started.get(rec.job_id, rec.first_start_s)
@@ -249,10 +206,7 @@ class RestartClock:
 
 def find_action(ctx, cls):
     """The profile's instance of an action class, or None (actions cooperate through it)."""
-    for a in ctx.scheduler.profile.actions:
-        if isinstance(a, cls):
-            return a
-    return None
+    return ctx.action(cls)
 
 
 def is_whole_dl(rec) -> bool:

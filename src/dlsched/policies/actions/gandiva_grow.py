@@ -27,8 +27,8 @@ from dlsched.core.types import GPU, Role, TaskPlacement, TaskSpec
 from dlsched.policies.actions.gandiva_common import (RestartClock, find_action, is_whole_dl,
                                                      pick_gpus_affine, resize)
 from dlsched.policies.actions.gandiva_timeslice import GandivaTimeslice
-from dlsched.scheduler.core import JobState
-from dlsched.scheduler.framework import register
+from dlsched.scheduler.context import JobState
+from dlsched.scheduler.framework import Action, register
 from dlsched.workload.packing import SwitchCost
 from dlsched.workload.speed import SpeedModel
 
@@ -36,8 +36,10 @@ _EPS = 1e-9
 
 
 @register("action", "gandiva_grow", source="Xiao et al., OSDI 2018 (Gandiva, seed 001 Figure 11)")
-class GandivaGrow:
+class GandivaGrow(Action):
     """Gandiva grow-shrink: jobs that scale take idle GPUs while the cluster is light, give them back on arrivals."""
+    needs = frozenset(('costed_switches', 'resize'))  # backend capabilities (dlsched.scheduler.backend)
+    round_state = ("grown", "grows", "shrinks")
 
     def __init__(self, max_factor: int = 4, min_gain: float = 0.5, min_free_frac: float = 0.25,
                  min_run_s: float = 300.0, min_shrink_s: float = 30.0, host_gbps: float = 80.0,
@@ -62,8 +64,10 @@ class GandivaGrow:
         self.shrinks = 0
 
     # -- shrink: before placement ---------------------------------------------------------------
+
+    def observe(self, now: float, events: list, applied) -> None:
+        self.clock.observe(now, events, applied)
     def before_place(self, ctx) -> None:
-        self.clock.observe(ctx)
         for j in [j for j in self.grown if ctx.jobs[j].state is not JobState.RUNNING]:
             del self.grown[j]   # finished or stopped: its original size comes back with it
         if not self.grown:
@@ -92,7 +96,6 @@ class GandivaGrow:
     # -- grow: after placement ------------------------------------------------------------------
     def act(self, ctx) -> None:
         self._grow(ctx)
-        self.clock.observe(ctx)
 
     def _grow(self, ctx) -> None:
         txn = ctx.txn

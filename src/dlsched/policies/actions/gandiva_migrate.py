@@ -21,7 +21,7 @@ Both run before the round's placement, in this order:
         the fewest GPUs are tried (defragmentation is a search: this bounds a round's cost), and
         only when the cluster's free GPUs could hold the job at all.
 
-Cost of a migration (dlsched.sim.backend, costed decisions): the job finishes its mini-batch,
+Cost of a migration (dlsched.sim.switch_cost, costed decisions): the job finishes its mini-batch,
 checkpoints (3 x parameter bytes, to host memory), the checkpoint crosses the NIC when the
 server changes (bytes / NIC bandwidth), the process restarts (restart_s, Gandiva's Figure 13:
 most of a migration is the framework's restart) and restores.
@@ -34,16 +34,18 @@ from dlsched.core.types import GPU
 from dlsched.policies.actions.gandiva_common import (RestartClock, find_action, free_placement,
                                                      is_whole_dl, move, start_on)
 from dlsched.policies.actions.gandiva_timeslice import GandivaTimeslice
-from dlsched.scheduler.core import JobState
-from dlsched.scheduler.framework import register
+from dlsched.scheduler.context import JobState
+from dlsched.scheduler.framework import Action, register
 from dlsched.workload.packing import SwitchCost
 
 _EPS = 1e-9
 
 
 @register("action", "gandiva_migrate", source="Xiao et al., OSDI 2018 (Gandiva, seed 001)")
-class GandivaMigrate:
+class GandivaMigrate(Action):
     """Gandiva migration: time-sliced jobs move to freed GPUs; defragmentation for multi-GPU jobs."""
+    needs = frozenset(('costed_switches', 'migration'))  # backend capabilities (dlsched.scheduler.backend)
+    round_state = ("moves", "defrags")
 
     def __init__(self, to_freed: bool = True, defrag: bool = True, max_moves: int = 4,
                  min_run_s: float = 300.0, max_tries: int = 4, max_nodes: int = 4,
@@ -61,11 +63,10 @@ class GandivaMigrate:
         self.moves = 0          # migrations decided (both kinds)
         self.defrags = 0        # jobs placed by defragmentation
 
-    def act(self, ctx) -> None:
-        self.clock.observe(ctx)
+    def observe(self, now: float, events: list, applied) -> None:
+        self.clock.observe(now, events, applied)
 
     def before_place(self, ctx) -> None:
-        self.clock.observe(ctx)
         budget = self.max_moves
         if self.to_freed:
             budget = self._to_freed(ctx, budget)

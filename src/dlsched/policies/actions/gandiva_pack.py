@@ -37,8 +37,8 @@ from __future__ import annotations
 
 from dlsched.policies.actions.gandiva_common import find_action
 from dlsched.policies.actions.gandiva_timeslice import GandivaTimeslice
-from dlsched.scheduler.core import JobState
-from dlsched.scheduler.framework import register
+from dlsched.scheduler.context import JobState
+from dlsched.scheduler.framework import Action, register
 from dlsched.workload.packing import gpu_mem_gb, gpu_util, packed_factor
 
 _EPS = 1e-9
@@ -49,8 +49,9 @@ def _mix(models) -> tuple:
 
 
 @register("action", "gandiva_pack", source="Xiao et al., OSDI 2018 (Gandiva, seed 001 Table 1)")
-class GandivaPack:
+class GandivaPack(Action):
     """Gandiva packing: time-sliced jobs light enough run together; kept when faster than slicing."""
+    needs = frozenset(('costed_switches', 'gpu_sharing', 'preemption'))  # backend capabilities (dlsched.scheduler.backend)
 
     def __init__(self, max_util: float = 1.0, max_jobs: int = 2, window_s: float = 120.0,
                  margin: float = 0.0, enabled: bool = True) -> None:
@@ -61,6 +62,8 @@ class GandivaPack:
         if window_s < 0:
             raise ValueError(f"window_s must be >= 0, got {window_s}")
         self.enabled = bool(enabled)
+        if not self.enabled:
+            self.needs = frozenset()
         self.max_util = float(max_util)
         self.max_jobs = int(max_jobs)
         self.window_s = float(window_s)

@@ -46,26 +46,27 @@ import numpy as np
 
 from dlsched.core.types import GPU, Launch, Migrate, Resize, Resume, Suspend
 from dlsched.policies.actions.gandiva_common import pick_gpus_affine
-from dlsched.scheduler.framework import ProfileSpec, register, register_profile
+from dlsched.scheduler.framework import Place, ProfileSpec, register, register_profile
 
 _EPS = 1e-9
 
 
-@register("action", "gandiva_place", source="Xiao et al., OSDI 2018 (Gandiva, seed 001 Algorithm 1)")
-class GandivaPlace:
+@register("place", "gandiva_place", source="Xiao et al., OSDI 2018 (Gandiva, seed 001 Algorithm 1)")
+class GandivaPlace(Place):
     """Gandiva's reactive getNodes: same-size affinity, unallocated servers, relaxed, over-subscribed."""
+    needs = frozenset(('gpu_sharing',))  # backend capabilities (dlsched.scheduler.backend)
 
     def __init__(self, oversubscribe: bool = True, max_load: int = 2) -> None:
         if max_load < 1:
             raise ValueError(f"max_load must be >= 1, got {max_load}")
         self.oversubscribe = oversubscribe
+        if not oversubscribe:   # over-subscription is what shares GPUs
+            self.needs = frozenset()
         self.max_load = max_load
         self._jobs: dict = {}   # _NodeView's per-job cache, kept from round to round
 
-    def act(self, ctx) -> None:
-        """Nothing after placement: the work happens in before_place."""
 
-    def before_place(self, ctx) -> None:
+    def place(self, ctx) -> None:
         txn = ctx.txn
         view = None   # built on the first job it is needed for: most rounds have none
         # Jobs of a shape that could not be placed since the last placement cannot be placed
@@ -86,7 +87,7 @@ class GandivaPlace:
             if view is None:
                 view = _NodeView(ctx, self._jobs)
             if self._get_nodes(ctx, view, rec, tasks, size):
-                ctx.scheduler.commit(rec, ctx, gang=True)
+                ctx.commit(rec, gang=True)
                 view.add_job(size, _last_placements(txn, rec.job_id))
                 failed.clear()
             else:
@@ -294,5 +295,5 @@ register_profile(ProfileSpec(
     name="gandiva-reactive", source="Xiao et al., OSDI 2018 (seed 001)",
     description="Gandiva's reactive mode: FIFO, jobs of the same size share servers, unallocated "
                 "servers next, then any free GPUs, then GPU over-subscription (time-sharing); gang",
-    order="fifo", filters=("fits",), scores=(("first_fit", 1.0),), actions=("gandiva_place",),
+    order="fifo", filters=("fits",), scores=(("first_fit", 1.0),), placers=("gandiva_place",),
     gang=True, blocking=False))

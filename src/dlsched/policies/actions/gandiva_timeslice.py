@@ -21,7 +21,7 @@ set of jobs taking turns on the same GPUs is a *ring*:
         member that no longer fits H_r leaves the ring (an ordinary waiting job again); a ring
         of one dissolves.
 
-Every suspend and resume is costed (gandiva_common's decisions, dlsched.sim.backend): the
+Every suspend and resume is costed (gandiva_common's decisions, dlsched.sim.switch_cost): the
 suspended job first finishes its mini-batch, then copies its GPU memory out (fixed_s + bytes /
 host_gbps); the next job copies its memory in (the same). Parked members are decided for the
 round (the placement loop does not start them elsewhere: gandiva_migrate moves them to freed
@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 
 from dlsched.core import types as T
 from dlsched.core.types import GPU
-from dlsched.policies.actions.gandiva_common import (Resume, RestartClock, fits_except_gpu, is_whole_dl,
+from dlsched.policies.actions.gandiva_common import (RestartClock, fits_except_gpu, is_whole_dl,
                                                      start_on, suspend)
-from dlsched.scheduler.core import JobState
-from dlsched.scheduler.framework import register
+from dlsched.scheduler.context import JobState
+from dlsched.scheduler.framework import Action, register
 from dlsched.workload.packing import SwitchCost
 
 _EPS = 1e-9
@@ -70,8 +70,10 @@ def shape_of(rec) -> tuple:
 
 
 @register("action", "gandiva_timeslice", source="Xiao et al., OSDI 2018 (Gandiva, seed 001)")
-class GandivaTimeslice:
+class GandivaTimeslice(Action):
     """Gandiva time slicing: jobs of one size take turns of a quantum on shared GPUs (over-subscription)."""
+    needs = frozenset(('costed_switches', 'preemption'))  # backend capabilities (dlsched.scheduler.backend)
+    round_state = ("rings", "ring_of", "_next", "costed")
 
     def __init__(self, quantum_s: float = 60.0, max_load: int = 2, min_run_s: float = 30.0,
                  host_gbps: float = 80.0, fixed_s: float = 0.5, restart_s: float = 5.0,
@@ -96,12 +98,14 @@ class GandivaTimeslice:
         self.costed: set[str] = set()     # jobs whose checkpoint a costed suspend wrote
 
     # -- hooks ---------------------------------------------------------------------------------
+
+    def observe(self, now: float, events: list, applied) -> None:
+        self.clock.observe(now, events, applied)
     def before_place(self, ctx) -> None:
         """Tidy the rings, start the next member where the holder left, end the turns that are
         over; parked members are decided for this round."""
         if not self.enabled:
             return
-        self.clock.observe(ctx)
         for ring in list(self.rings.values()):
             self._sync(ctx, ring)
         for ring in list(self.rings.values()):
@@ -117,7 +121,6 @@ class GandivaTimeslice:
         for rid in touched:
             self._rotate(ctx, self.rings[rid])
         self._park(ctx)
-        self.clock.observe(ctx)
 
     # -- rings ---------------------------------------------------------------------------------
     def leave(self, job_id: str) -> None:
@@ -157,8 +160,8 @@ class GandivaTimeslice:
         restart_delay_s."""
         decisions = ctx.txn.plan.decisions
         for i, d in enumerate(decisions):
-            if type(d) is T.Resume and d.job_id in self.costed:
-                decisions[i] = Resume(d.job_id, d.placements, cost=self.cost)
+            if isinstance(d, T.Resume) and d.cost is None and d.job_id in self.costed:
+                decisions[i] = T.Resume(d.job_id, d.placements, cost=self.cost, packed=d.packed)
 
     def start(self, ctx, ring: Ring, job_id: str, *, packed: bool = False) -> bool:
         """Start a parked member on the ring's home (costed); True when it fits."""

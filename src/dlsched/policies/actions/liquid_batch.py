@@ -5,7 +5,7 @@ Source: Gu et al., "Liquid: Intelligent Resource Estimation and Network-Efficien
 Deep Learning Jobs on Distributed GPU Clusters", IEEE TPDS 2021, as summarised in seed 003 (the
 Liquid reading-group slides).
 
-Switch. Before the round's placement loop (`before_place`), the arrival rate of the waiting jobs
+Switch. Before the round's placement loop (`place()`), the arrival rate of the waiting jobs
 is measured over the last `window_s` seconds:
 
     rate = |{waiting jobs with submit_time > now - window_s}| / window_s
@@ -67,7 +67,7 @@ import numpy as np
 
 from dlsched.core.types import GPU, Role
 from dlsched.policies.place.liquid import SOURCE, check_lam, communicates, gpu_fitness, network_cost
-from dlsched.scheduler.framework import ProfileSpec, register, register_profile
+from dlsched.scheduler.framework import Place, ProfileSpec, register, register_profile
 
 _EPS = 1e-9
 
@@ -365,8 +365,8 @@ class _Batch:
                 if self.sizes[j] and (a[self.start[j]:self.start[j + 1]] >= 0).all()]
 
 
-@register("action", "liquid_batch", source=SOURCE)
-class LiquidBatch:
+@register("place", "liquid_batch", source=SOURCE)
+class LiquidBatch(Place):
     """Liquid batch: when jobs arrive fast, a group genetic algorithm places the waiting batch."""
 
     def __init__(self, population: int = 20, generations: int = 30, mutation_rate: float = 0.2,
@@ -399,7 +399,7 @@ class LiquidBatch:
         since = ctx.now - self.window_s
         return sum(1 for r in ctx.queue if r.submit_time_s > since) / self.window_s
 
-    def before_place(self, ctx) -> None:
+    def place(self, ctx) -> None:
         self.last = None
         if self.arrival_rate(ctx) <= self.rate_threshold_per_s:
             return   # slow arrivals: Liquid's immediate strategy (the normal loop) places them
@@ -415,7 +415,7 @@ class LiquidBatch:
             rec = batch[j]
             for t in range(prob.start[j], prob.start[j + 1]):
                 ctx.txn.reserve(rec.job_id, prob.tasks[t], int(best[t]))
-            ctx.scheduler.commit(rec, ctx, gang=True)
+            ctx.commit(rec, gang=True)
         self.last = {"batch": len(batch), "placed": len(placed), "fitness": fit,
                      "wall_s": _time.perf_counter() - t0}
 
@@ -445,8 +445,6 @@ class LiquidBatch:
         best = int(np.argmax(fit))
         return pop[best][0], float(fit[best])
 
-    def act(self, ctx) -> None:
-        """Nothing after placement: the batch is placed in before_place."""
 
 
 register_profile(ProfileSpec(
@@ -455,5 +453,5 @@ register_profile(ProfileSpec(
                 "a group genetic algorithm places the batch (fewest unplaced jobs, then smallest "
                 "network cost + GPU fitness), otherwise each job is placed by Liquid's best fit; "
                 "non-blocking, so a later job may start when an earlier one does not fit",
-    order="fifo", filters=("fits",), scores=(("liquid", 1.0),), actions=("liquid_batch",),
+    order="fifo", filters=("fits",), scores=(("liquid", 1.0),), placers=("liquid_batch",),
     gang=True, blocking=False))

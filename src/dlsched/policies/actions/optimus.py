@@ -46,8 +46,8 @@ from typing import Callable
 import numpy as np
 
 from dlsched.core.types import GPU, Role, TaskPlacement, TaskSpec
-from dlsched.scheduler.core import JobState
-from dlsched.scheduler.framework import ProfileSpec, register, register_profile
+from dlsched.scheduler.context import JobState
+from dlsched.scheduler.framework import Place, ProfileSpec, register, register_profile
 
 _EPS = 1e-9
 SPEEDS = ("oracle", "fitted")
@@ -206,10 +206,11 @@ class _GpuPool:
         return out
 
 
-@register("action", "optimus",
+@register("place", "optimus",
           source="Peng et al., EuroSys 2018 (Optimus, seed 001); petuum/adaptdl simulator/optimus.py")
-class Optimus:
+class Optimus(Place):
     """Re-allocate workers / PS of every active job by marginal gain per dominant share."""
+    needs = frozenset(('preemption', 'resize'))  # backend capabilities (dlsched.scheduler.backend)
 
     def __init__(self, speed: str = "oracle", remaining: str = "oracle", early_factor: float = 0.95,
                  min_samples: int = 3, max_workers: int = 0) -> None:
@@ -281,7 +282,7 @@ class Optimus:
         if self.remaining == "fitted":
             from dlsched.policies.actions.optimus_fit import fitted_remaining
             return fitted_remaining(self, rec, ctx, stats)
-        if stats is not None and "remaining" in stats:
+        if stats is not None and stats.get("remaining") is not None:
             return float(stats["remaining"])
         return float(rec.spec.iterations or 0.0)
 
@@ -306,10 +307,10 @@ class Optimus:
         """Record each running job's speed at its current (w, p)."""
         if ctx.stats is None:
             return
-        for rec in ctx.scheduler.running.values():
+        for rec in ctx.running:
             if rec.spec.kind != "dl":
                 continue
-            rate = ctx.stats(rec.job_id).get("rate", 0.0)
+            rate = ctx.stats(rec.job_id)["rate"] or 0.0
             if rate > 0:
                 self._samples.setdefault(rec.job_id, {})[shape(rec.tasks)] = float(rate)
 
@@ -344,10 +345,10 @@ class Optimus:
             return t
         return lambda w, p: self.iter_time(rec, w, p, cluster)
 
-    def before_place(self, ctx) -> None:
-        txn, cluster, sched = ctx.txn, ctx.cluster, ctx.scheduler
+    def place(self, ctx) -> None:
+        txn, cluster = ctx.txn, ctx.cluster
         self._observe(ctx)
-        running = [r for r in sched.running.values() if r.spec.kind == "dl"]
+        running = [r for r in ctx.running if r.spec.kind == "dl"]
         waiting = [r for r in ctx.queue if r.spec.kind == "dl" and r.state in (JobState.PENDING, JobState.SUSPENDED)
                    and r.job_id not in txn.decided]
         jobs = sorted(running + waiting, key=lambda r: (r.submit_time_s, r.job_id))
@@ -475,13 +476,11 @@ class Optimus:
                 return True
         return False
 
-    def act(self, ctx) -> None:
-        """Nothing after placement: before_place decided every active job."""
 
 
 register_profile(ProfileSpec(
     name="optimus", source="Peng et al., EuroSys 2018 (Optimus, seed 001); petuum/adaptdl simulator/optimus.py",
     description="Optimus: every 60 s, re-allocate workers and PS of all jobs by marginal gain in "
                 "remaining time per dominant share; fewest servers; a change costs a restart",
-    order="fifo", filters=("fits",), scores=(("first_fit", 1.0),), actions=("optimus",),
+    order="fifo", filters=("fits",), scores=(("first_fit", 1.0),), placers=("optimus",),
     gang=True, blocking=False, round_s=60.0, event_rounds=False))

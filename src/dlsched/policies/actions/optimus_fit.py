@@ -213,7 +213,7 @@ def convergence_step(betas) -> float:
 def record_loss(opt, job_id: str, stats) -> list:
     """Append the job's (step, loss) now to opt._loss[job_id] (once per distinct step)."""
     samples = opt.__dict__.setdefault("_loss", {}).setdefault(job_id, [])
-    if stats is not None and stats.get("loss") is not None and stats.get("step", 0.0) > 0:
+    if stats is not None and stats.get("loss") is not None and (stats.get("step") or 0.0) > 0:
         step = float(stats["step"])
         if not samples or step > samples[-1][0]:
             samples.append((step, float(stats["loss"])))
@@ -223,10 +223,10 @@ def record_loss(opt, job_id: str, stats) -> list:
 def collect_losses(opt, ctx) -> None:
     """Once per round (the first call at a new ctx.now): record every running DL job's (step,
     loss), so that a running job the round's allocation never asks about still gets its sample."""
-    if ctx is None or getattr(ctx, "stats", None) is None or opt.__dict__.get("_loss_t") == ctx.now:
+    if ctx is None or ctx.stats is None or opt.__dict__.get("_loss_t") == ctx.now:
         return
     opt._loss_t = ctx.now
-    for r in ctx.scheduler.running.values():
+    for r in ctx.running:
         if r.spec.kind == "dl":
             record_loss(opt, r.job_id, ctx.stats(r.job_id))
 
@@ -236,7 +236,7 @@ def fitted_remaining(opt, rec, ctx, stats) -> float:
     jid = rec.job_id
     collect_losses(opt, ctx)
     samples = record_loss(opt, jid, stats)
-    step = float(stats.get("step", 0.0)) if stats else 0.0
+    step = float(stats.get("step") or 0.0) if stats else 0.0
     conv = opt._conv
     entry = conv.get(jid)
     n = len(samples)

@@ -49,15 +49,17 @@ from __future__ import annotations
 import numpy as np
 
 from dlsched.core.types import GPU, Launch, Migrate, Resize, Resume
-from dlsched.scheduler.framework import register
+from dlsched.scheduler import events as ev
+from dlsched.scheduler.framework import Action, register
 
 _EPS = 1e-9
 
 
 @register("action", "preempt",
           source="Gu et al., NSDI 2019 (Tiresias); petuum/adaptdl simulator/tiresias.py (Pollux)")
-class Preempt:
+class Preempt(Action):
     """Priority preemption: running jobs that the order does not give GPUs to are suspended."""
+    needs = frozenset(('preemption',))  # backend capabilities (dlsched.scheduler.backend)
 
     def __init__(self, min_run_s: float = 0.0, enabled: bool = True) -> None:
         if min_run_s < 0:
@@ -66,17 +68,17 @@ class Preempt:
         self.enabled = bool(enabled)
         self._started: dict[str, float] = {}   # job -> time of its last launch / resume / move
 
-    # -- after placement: remember when jobs (re)start ---------------------------------------
-    def act(self, ctx) -> None:
-        """Record the start time of every job this round launches, resumes, migrates or
-        resizes (the plan is applied at ctx.now); forget jobs that no longer run."""
-        decisions = ctx.txn.plan.decisions
-        for d in decisions:
-            if isinstance(d, (Launch, Resume, Migrate, Resize)):
-                self._started[d.job_id] = ctx.now
-        if len(self._started) > 2 * len(ctx.scheduler.running) + 64:
-            keep = set(ctx.scheduler.running) | {d.job_id for d in decisions}
-            self._started = {j: t for j, t in self._started.items() if j in keep}
+    # -- what happened: remember when jobs (re)start ---------------------------------------
+    def observe(self, now: float, events: list, applied) -> None:
+        """The start time of every job a plan launched, resumed, migrated or resized (applied
+        at `now`); finished jobs are forgotten."""
+        if applied is not None:
+            for d in applied.decisions:
+                if isinstance(d, (Launch, Resume, Migrate, Resize)):
+                    self._started[d.job_id] = now
+        for e in events:
+            if isinstance(e, ev.JobFinish):
+                self._started.pop(e.job_id, None)
 
     # -- before placement: decide who is suspended ---------------------------------------------
     def before_place(self, ctx) -> None:
@@ -115,8 +117,7 @@ class Preempt:
         # What the walk may hand out: the free GPUs plus those the candidates hold (everything
         # else - bags of tasks, partial holds, protected jobs - keeps what it has).
         avail = min(cap, free + sum(held for _, held in candidates))
-        key = ctx.scheduler.profile.order.key
-        items = [((*key(rec, ctx), rec.submit_time_s, rec.job_id), rec, held, True) for rec, held in candidates]
+        items = [(ctx.order_key(rec), rec, held, True) for rec, held in candidates]
         items += [(rec.key, rec, need, False) for rec, need in waiting]
         items.sort(key=lambda it: it[0])
 
@@ -152,30 +153,18 @@ def _walk(items, avail: float, excluded: set[str]):
 
 def _infeasible(ctx, victims, chosen) -> set[str]:
     """Chosen waiting jobs that do not fit even with the victims suspended: placed in order on a
-    scratch copy of the round's free resources (first node the profile's filters accept)."""
-    free = np.array(ctx.txn.free, dtype=np.float64, order="F")
+    fork of the round's transaction (first node the profile's filters accept)."""
+    trial = ctx.txn.fork()
     for rec in victims:
-        for tp in rec.placed.values():
-            free[tp.node] += rec.tasks[tp.task].vector
-    filters = ctx.scheduler.profile.filters
-    up = ctx.snap.up
+        placements = list(rec.placed.values())
+        trial.release(rec.job_id, placements, [rec.tasks[tp.task].vector for tp in placements])
     bad = set()
     for rec in chosen:
-        taken = []
         for task in rec.unplaced():
-            ok = up.copy()
-            for f in filters:
-                ok &= f.filter(ctx, rec.spec, task, free).ok
-                if not ok.any():
-                    break
+            ok = ctx.feasible(rec.spec, task, trial.free)
             if not ok.any():
+                trial.discard(rec.job_id)     # give back the partial attempt
+                bad.add(rec.job_id)
                 break
-            node = int(np.argmax(ok))
-            free[node] -= task.vector
-            taken.append((node, task.vector))
-        else:
-            continue
-        for node, v in taken:   # give back the partial attempt
-            free[node] += v
-        bad.add(rec.job_id)
+            trial.reserve(rec.job_id, task, int(np.argmax(ok)))
     return bad

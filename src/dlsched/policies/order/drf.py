@@ -29,11 +29,11 @@ from __future__ import annotations
 import numpy as np
 
 from dlsched.core.types import NRES, Launch, Resume, Suspend
-from dlsched.scheduler.framework import ProfileSpec, register, register_profile
+from dlsched.scheduler.framework import Order, ProfileSpec, register, register_profile
 
 
 @register("order", "drf", source="Ghodsi et al., NSDI 2011 (DRF)")
-class DrfOrder:
+class DrfOrder(Order):
     """Dominant resource fairness: the job of the user with the smallest dominant share first."""
     static = False   # shares change as jobs start and finish
     dynamic = True   # ... and as the round itself places jobs (progressive filling)

@@ -10,11 +10,11 @@ count) x GPUs for DL jobs. With weight 0 (the default) every key is equal and th
 from __future__ import annotations
 
 from dlsched.core.types import GPU
-from dlsched.scheduler.framework import register
+from dlsched.scheduler.framework import Order, register
 
 
 @register("order", "remaining_work", source="Grandl et al. SIGCOMM 2014 (Tetris remaining-work term)")
-class RemainingWorkOrder:
+class RemainingWorkOrder(Order):
     """Arrival order, biased by `weight` toward jobs with little remaining work."""
     static = False
 

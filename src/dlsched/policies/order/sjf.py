@@ -15,11 +15,11 @@ received, and the profile has no preemption: a job runs to completion once start
 from __future__ import annotations
 
 from dlsched.policies.order.srtf import SizeOrder
-from dlsched.scheduler.framework import ProfileSpec, register, register_profile
+from dlsched.scheduler.framework import Order, ProfileSpec, register, register_profile
 
 
 @register("order", "sjf", source="Gu et al., NSDI 2019 (SJF baseline; size oracle)")
-class SjfOrder(SizeOrder):
+class SjfOrder(SizeOrder, Order):
     """Shortest job first by total work (job sizes known: an oracle); never preempts."""
 
     def key(self, job, ctx) -> tuple:

@@ -33,7 +33,7 @@ next, parameter servers on the first node: what a trace's duration means by "ide
 from __future__ import annotations
 
 from dlsched.core.types import GPU, Role, TaskPlacement
-from dlsched.scheduler.framework import ProfileSpec, register, register_profile
+from dlsched.scheduler.framework import Order, ProfileSpec, register, register_profile
 from dlsched.workload.models import get_model
 from dlsched.workload.speed import SpeedModel
 
@@ -123,7 +123,7 @@ class SizeOrder:
 
 
 @register("order", "srtf", source="Gu et al., NSDI 2019 (Tiresias's SRTF / SRSF baselines; size oracle)")
-class SrtfOrder(SizeOrder):
+class SrtfOrder(SizeOrder, Order):
     """Shortest remaining time first (job sizes known: an oracle): remaining = total work - attained service."""
 
     def key(self, job, ctx) -> tuple:

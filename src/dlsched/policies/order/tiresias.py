@@ -54,20 +54,20 @@ FIFO); Pollux charges its 30 s restart (`rescale_time = 30`) on the first start 
 that is the backend's start_delay_s (default 0; the pollux-fidelity experiment sets 30).
 
 Per-job state (when the job last started, when it last stopped, the length of its last run, its
-promotion base) is kept here, keyed by job_id, and updated from what the order observes: at
-the first key() call of a round it folds in the previous round's plan (a Launch or Resume
-starts a run at that round's time, a Suspend ends it) - the plan was applied at that time. A
-job found waiting although it was last seen starting (stopped by a node failure, not by the
-plan) ends its run at the time it is first seen waiting. Entries of finished jobs are dropped.
+promotion base) is kept here, keyed by job_id, and updated from what the order observes
+(`observe`: a Launch or Resume starts a run at the time the plan is applied, a Suspend ends it,
+a finish drops the entry) and, at the start of each round (`begin_round`), from the view: a job
+found waiting although it was last seen starting (stopped by a node failure, not by a plan) ends
+its run then, and starving jobs are promoted. `key` reads this state and changes nothing.
 """
 from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
 
-from dlsched.core.types import Launch, Migrate, Resize, Resume, Suspend
-from dlsched.scheduler.core import JobState
-from dlsched.scheduler.framework import ProfileSpec, register, register_profile
+from dlsched.core.types import Launch, Resume, Suspend
+from dlsched.scheduler import events as ev
+from dlsched.scheduler.framework import Order, ProfileSpec, register, register_profile
 
 #: Pollux's simulator/tiresias.py: `self._queue_threshold = 3600 * 16` (GPU-seconds).
 POLLUX_THRESHOLDS = (3600.0 * 16,)
@@ -84,7 +84,7 @@ class _JobState:
 
 
 @register("order", "tiresias", source="Gu et al., NSDI 2019 (Tiresias); petuum/adaptdl simulator/tiresias.py")
-class TiresiasOrder:
+class TiresiasOrder(Order):
     """Discretised 2D-LAS: queue by attained GPU-seconds, FIFO inside a queue, starvation promotion."""
     static = False   # attained service grows while a job runs
 
@@ -102,62 +102,67 @@ class TiresiasOrder:
         self.thresholds = tuple(ths)
         self.starve_factor = float(starve_factor)
         self._state: dict[str, _JobState] = {}
-        self._txn = None          # the round last seen (its Transaction identifies it)
-        self._t = 0.0             # ... and its time
         self.promotions: dict[str, int] = {}   # job -> times promoted by the starvation guard
 
     def queue_of(self, service: float) -> int:
         """Queue index of a job that has received `service` GPU-seconds since its last promotion."""
         return bisect.bisect_right(self.thresholds, service)
 
+    def begin_round(self, ctx) -> None:
+        """Fold the time into the per-job state before the round's keys: a job found waiting
+        although it was last seen starting (stopped by a node failure, not by a plan) ends its
+        run now; a running job never seen starting starts now; a waiting job that has starved
+        long enough is promoted. Idempotent for one round time (a promoted job's service is 0)."""
+        now = ctx.now
+        state = self._state
+        for job in ctx.queue:
+            st = state.get(job.job_id)
+            if st is None:
+                st = state[job.job_id] = _JobState(wait_since=job.submit_time_s)
+            if st.run_start is not None:
+                # Stopped without a Suspend of ours (a node failed): its run ended by now.
+                st.last_run_s = max(now - st.run_start, 0.0)
+                st.run_start, st.wait_since = None, now
+            attained = job.attained(now)
+            if (self.starve_factor > 0 and st.last_run_s > 0 and st.wait_since is not None
+                    and now - st.wait_since >= self.starve_factor * st.last_run_s
+                    and self.queue_of(attained - st.base) > 0):
+                st.base = attained                     # promoted to queue 0, service reset
+                self.promotions[job.job_id] = self.promotions.get(job.job_id, 0) + 1
+        for job in ctx.running:
+            st = state.get(job.job_id)
+            if st is None:
+                st = state[job.job_id] = _JobState()
+            if st.run_start is None:
+                st.run_start, st.wait_since = now, None   # started outside a plan we saw
+
     def key(self, job, ctx) -> tuple:
+        """Pure: the job's queue from its attained service since its last promotion."""
         if ctx is None:   # only static orders are keyed without a round
             return (0,)
-        self._sync(ctx)
         st = self._state.get(job.job_id)
-        if st is None:
-            st = self._state[job.job_id] = _JobState(wait_since=job.submit_time_s)
-        now = ctx.now
-        waiting = job.job_id not in ctx.scheduler.running
-        if waiting and st.run_start is not None:
-            # Stopped without a Suspend of ours (a node failed): its run ended by now.
-            st.last_run_s = max(now - st.run_start, 0.0)
-            st.run_start, st.wait_since = None, now
-        elif not waiting and st.run_start is None:
-            st.run_start, st.wait_since = now, None   # started outside a plan we saw
-        attained = job.attained(now)
-        if (waiting and self.starve_factor > 0 and st.last_run_s > 0 and st.wait_since is not None
-                and now - st.wait_since >= self.starve_factor * st.last_run_s
-                and self.queue_of(attained - st.base) > 0):
-            st.base = attained                     # promoted to queue 0, service reset
-            self.promotions[job.job_id] = self.promotions.get(job.job_id, 0) + 1
-        return (self.queue_of(attained - st.base),)
+        return (self.queue_of(job.attained(ctx.now) - (st.base if st is not None else 0.0)),)
 
     # -- observed state ---------------------------------------------------------------------------
-    def _sync(self, ctx) -> None:
-        """At the first call of a round: fold in the previous round's decisions."""
-        if ctx.txn is self._txn:
-            return
-        prev, t = self._txn, self._t
-        self._txn, self._t = ctx.txn, ctx.now
-        if prev is not None:
-            state = self._state
-            for d in prev.plan.decisions:
+    def observe(self, now: float, events: list, applied) -> None:
+        """A Launch or Resume starts a run at the time it is applied, a Suspend ends it;
+        finished jobs are forgotten."""
+        state = self._state
+        if applied is not None:
+            for d in applied.decisions:
                 st = state.get(d.job_id)
                 if isinstance(d, (Launch, Resume)):
                     if st is None:
                         st = state[d.job_id] = _JobState()
                     if st.run_start is None:
-                        st.run_start, st.wait_since = t, None
+                        st.run_start, st.wait_since = now, None
                 elif isinstance(d, Suspend) and st is not None and st.run_start is not None:
-                    st.last_run_s = max(t - st.run_start, 0.0)
-                    st.run_start, st.wait_since = None, t
-                elif isinstance(d, (Migrate, Resize)):
-                    pass   # still running
-        if len(self._state) > 2 * (len(ctx.scheduler.running) + len(ctx.scheduler.queue)) + 64:
-            live = ctx.jobs
-            self._state = {j: s for j, s in self._state.items()
-                           if j in live and live[j].state not in (JobState.DONE, JobState.REJECTED)}
+                    st.last_run_s = max(now - st.run_start, 0.0)
+                    st.run_start, st.wait_since = None, now
+                # Migrate, Resize: still running
+        for e in events:
+            if isinstance(e, ev.JobFinish):
+                state.pop(e.job_id, None)
 
 
 register_profile(ProfileSpec(

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from dlsched.scheduler.framework import NodeMask, ProfileSpec, register, register_profile
+from dlsched.scheduler.framework import Filter, NodeMask, ProfileSpec, register, register_profile
 
 _EPS = 1e-9
 
 
 @register("filter", "colocate", source="seed 002 (co-location)")
-class ColocateFilter:
+class ColocateFilter(Filter):
     """Only a node that can hold every remaining task of the job (or the node it already uses)."""
 
     def __init__(self) -> None:

@@ -53,7 +53,7 @@ import numpy as np
 
 from dlsched.cluster.topology import Cluster
 from dlsched.core.types import GPU, JobSpec, Role
-from dlsched.scheduler.framework import ProfileSpec, register, register_profile
+from dlsched.scheduler.framework import ProfileSpec, register, register_profile, Score
 
 SOURCE = "seed 003 (Liquid, Gu et al., IEEE TPDS 2021)"
 
@@ -177,7 +177,7 @@ def check_lam(lam: float) -> float:
 
 
 @register("score", "liquid", source=SOURCE)
-class LiquidScorer:
+class LiquidScorer(Score):
     """Liquid best fit: lam * network cost to the job's placed instances + (1 - lam) * GPU fitness."""
 
     def __init__(self, lam: float = 0.5):

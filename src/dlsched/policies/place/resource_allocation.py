@@ -14,14 +14,14 @@ from __future__ import annotations
 import numpy as np
 
 from dlsched.core.types import NRES, RESOURCES
-from dlsched.scheduler.framework import ProfileSpec, register, register_profile
+from dlsched.scheduler.framework import ProfileSpec, register, register_profile, Score
 
 STRATEGIES = ("least_allocated", "most_allocated")
 DEFAULT_WEIGHTS = {"gpu": 1.0, "cpu": 1.0, "mem": 1.0, "disk": 0.0, "net": 0.0}
 
 
 @register("score", "resource_allocation", source="seed 002 (kube-scheduler NodeResourcesFit)")
-class ResourceAllocationScorer:
+class ResourceAllocationScorer(Score):
     """least_allocated (spread) or most_allocated (bin pack), per resource, weighted."""
     node_local = True  # a node's score depends on that node alone
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from dlsched.scheduler.framework import ProfileSpec, register, register_profile
+from dlsched.scheduler.framework import ProfileSpec, register, register_profile, Score
 
 
 @register("score", "tetris", source="seed 000; Grandl et al. SIGCOMM 2014")
-class TetrisScorer:
+class TetrisScorer(Score):
     """Cosine similarity of the task's demand and the node's free vector (both / node capacity)."""
     node_local = True  # a node's score depends on that node alone
 

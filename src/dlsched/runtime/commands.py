@@ -1,0 +1,125 @@
+"""Operator commands: cancel, suspend (hold), resume (release) and migrate (or resize).
+
+The REST API's threads put a command on the backend's queue (`RayBackend.command`) and wait on a
+future; the scheduler thread runs it in `poll` through `_op_<kind>` and sets the future with its
+result (a dict for the API) or its exception (a DlschedError is a 409). A command appends the
+events it causes to `out`, the batch `poll` returns, so the scheduler sees them in that round.
+
+`CommandsMixin` is a mixin of `RayBackend` (see there why): it reads the scheduler's job
+records, the ledger (`state`, `runs`, `specs`, `nodes`) and the store, and stops runs
+(`_stop_run`) or hands a plan to `scheduler.execute`. Scheduler thread only.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from dlsched.core.errors import DlschedError
+from dlsched.core.types import GPU, Migrate, Plan, Resize, TaskPlacement
+from dlsched.scheduler import events as ev
+
+_EPS = 1e-9
+
+
+class CommandsMixin:
+    def _rec(self, job_id: str):
+        rec = self.scheduler.jobs.get(job_id) if self.scheduler else None
+        if rec is None:
+            raise DlschedError(f"unknown job {job_id}")
+        return rec
+
+    def _op_cancel(self, job_id: str, out: list) -> dict:
+        j = self.store.job(job_id)
+        if j is None:
+            raise DlschedError(f"unknown job {job_id}")
+        if j["state"] not in ("queued", "running", "suspended", "held"):
+            return {"job_id": job_id, "state": j["state"], "changed": False}
+        self._give_partial(job_id)
+        if job_id in self.runs:
+            self._stop_run(job_id, "cancelled")     # at a mini-batch boundary: workers stay warm
+        self.store.update_job(job_id, state="cancelled", finish_time=time.time(), held=0)
+        self.store.event(job_id, "cancelled")
+        pending = [e for e in out if isinstance(e, ev.JobArrival) and e.job.job_id == job_id]
+        if pending:                                  # submitted in this very batch: never arrives
+            out.remove(pending[0])
+        elif job_id in (self.scheduler.jobs if self.scheduler else {}):
+            out.append(ev.JobFinish(self._now, job_id))
+        return {"job_id": job_id, "state": "cancelled", "changed": True}
+
+    def _op_suspend(self, job_id: str, out: list) -> dict:
+        rec = self._rec(job_id)
+        from dlsched.scheduler.core import JobState
+        if rec.state in (JobState.DONE, JobState.REJECTED, JobState.HELD):
+            return {"job_id": job_id, "state": self.store.job(job_id)["state"], "changed": False}
+        t0 = time.perf_counter()
+        self._give_partial(job_id)
+        if job_id in self.runs:
+            self._stop_run(job_id, "suspended by operator")
+        self.store.update_job(job_id, state="held", held=1)
+        out.append(ev.JobHeld(self._now, job_id, "operator"))
+        return {"job_id": job_id, "state": "held", "changed": True, "stop_s": time.perf_counter() - t0}
+
+    def _op_resume(self, job_id: str, out: list) -> dict:
+        rec = self._rec(job_id)
+        from dlsched.scheduler.core import JobState
+        if rec.state is not JobState.HELD:
+            return {"job_id": job_id, "state": self.store.job(job_id)["state"], "changed": False}
+        self.store.update_job(job_id, state="suspended" if rec.first_start_s is not None else "queued", held=0,
+                              error="")
+        self.store.event(job_id, "released")
+        out.append(ev.JobReleased(self._now, job_id))
+        return {"job_id": job_id, "state": "queued", "changed": True}
+
+    def _op_migrate(self, job_id: str, out: list, nodes: list[str] | None = None,
+                    workers: int | None = None) -> dict:
+        """Move a running job to `nodes` (names; default: any other nodes that fit, preferring
+        nodes it does not use now), optionally with another number of workers (resize)."""
+        rec = self._rec(job_id)
+        run = self.runs.get(job_id)
+        if run is None:
+            raise DlschedError(f"job {job_id} is not running (state {self.store.job(job_id)['state']})")
+        spec = self.specs[job_id]
+        tasks = rec.tasks
+        if workers is not None and workers != spec.workers:
+            if workers < 1 or spec.batch_size % workers:
+                raise DlschedError(f"workers: must be >= 1 and divide batch_size {spec.batch_size}, got {workers}")
+            tasks = spec.tasks(workers)
+        free = self.state.free.copy()
+        load = self.state.gpu_load.copy()
+        for tp in run.placements:
+            free[tp.node] += run.tasks[tp.task].vector
+            for g in tp.gpu_ids:
+                load[tp.node, g] -= 1
+        up = self.snapshot().up
+        if nodes:
+            unknown = [n for n in nodes if n not in self.node_idx]
+            if unknown:
+                raise DlschedError(f"unknown node {unknown[0]} (nodes: {', '.join(self.node_idx)})")
+            order = [self.node_idx[n] for n in nodes]
+        else:
+            old = {tp.node for tp in run.placements}
+            order = [i for i in range(len(self.nodes)) if i not in old] + sorted(old)
+        order = [i for i in order if up[i]]
+        placements = []
+        for k, t in enumerate(tasks):
+            # named nodes: ranks spread over them in turn (each the first that fits from its turn)
+            turn = order[k % len(order):] + order[:k % len(order)] if nodes and order else order
+            for i in turn:
+                if (free[i] + _EPS >= t.vector).all():
+                    free[i] -= t.vector
+                    k = int(np.ceil(t.demand[GPU] - _EPS))
+                    n = self.nodes[i].gpus
+                    gids = tuple(int(g) for g in np.argsort(load[i, :n], kind="stable")[:k]) if k else ()
+                    for g in gids:
+                        load[i, g] += 1
+                    placements.append(TaskPlacement(t.index, i, gids))
+                    break
+            else:
+                raise DlschedError(f"job {job_id} does not fit on {', '.join(self.nodes[i].name for i in order) or 'any node'}")
+        d = (Resize(job_id, tasks, tuple(placements)) if tasks is not rec.tasks
+             else Migrate(job_id, tuple(placements)))
+        t0 = time.perf_counter()
+        self.scheduler.execute(Plan([d]), self)
+        return {"job_id": job_id, "state": "running", "changed": True, "move_s": time.perf_counter() - t0,
+                "nodes": [self.nodes[tp.node].name for tp in placements]}

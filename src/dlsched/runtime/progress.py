@@ -1,0 +1,92 @@
+"""What the real runtime can do, and its job_stats: the vocabulary of
+dlsched.scheduler.backend.STATS_KEYS, measured.
+
+RUNTIME_CAPABILITIES (dlsched.scheduler.backend.CAPABILITIES): RayBackend suspends and resumes
+(checkpoint at a mini-batch boundary), migrates and resizes (stop, start on the new placements,
+any world size), pays and measures what each switch costs (`switch_lost_s` below: the real cost
+stands in for a decision's modelled `cost`), and measures progress. It cannot share a GPU between
+two jobs yet (a `packed` decision): Ray gives each bundle whole GPUs. Kept here, beside the
+stats, so that the CLI checks a --policy against it without importing Ray.
+
+Everything comes from the store, so a restarted server answers the same as the one before it:
+- step:      steps done (the highest step rank 0 reported, plus one);
+- remaining, progress: from the spec's `iterations` (None when the job is sized in epochs and
+             has not reported its epoch length yet: steps per epoch are known after one epoch);
+- rate:      steps per second now, from the step times rank 0 measured in the current run (the
+             median of its last RATE_WINDOW steps; 0 when the job does not run);
+- loss:      the last loss the program reported;
+- gpu_s:     GPU-seconds held, from the runs' start and stop events;
+- first_progress_s: when the first step was recorded (backend clock: seconds since the store's
+             epoch);
+- suspends, resumes: stops asked by a policy or an operator, and runs after the first;
+- switch_lost_s: what restarts cost: for every run after the first, the time from its start to
+             its first recorded step (restore, rendezvous, warm-up), plus each stop's own time;
+- nic_bytes, cross_rack_bytes: not measured on the runtime (0).
+"""
+from __future__ import annotations
+
+import statistics
+
+RUNTIME_CAPABILITIES = frozenset(("preemption", "migration", "resize", "costed_switches", "progress"))
+RATE_WINDOW = 20
+_RUN_START = ("started", "reattached")
+_RUN_END = ("stopped", "finished", "gang_broken", "requeued", "start_failed", "cancelled")
+
+
+def job_stats(store, job_id: str, epoch: float, gpus: float, now: float) -> dict:
+    """`gpus`: what the job holds per run (its tasks' GPU demand); `now`: wall-clock time."""
+    out = {"step": None, "remaining": None, "progress": 0.0, "rate": 0.0, "loss": None, "gpu_s": 0.0,
+           "first_progress_s": None, "suspends": 0, "resumes": 0, "switch_lost_s": 0.0,
+           "switch_lost_gpu_s": 0.0, "nic_bytes": 0.0, "cross_rack_bytes": 0.0}
+    j = store.job(job_id)
+    if j is None:
+        return out
+    step = int(j["step"] or 0)
+    out["step"] = step
+    total = (j["spec"] or {}).get("iterations")
+    if total:
+        out["remaining"] = max(float(total) - step, 0.0)
+        out["progress"] = min(step / float(total), 1.0)
+    if j["state"] == "done":
+        out["progress"], out["remaining"] = 1.0, 0.0 if total else out["remaining"]
+    recent = store.stats(job_id, since_step=step - RATE_WINDOW - 1)
+    if recent:
+        out["loss"] = recent[-1]["loss"]
+    first = store.stats(job_id, limit=1)
+    if first:
+        out["first_progress_s"] = first[0]["time"] - epoch
+
+    # runs: (start, end or None) from the events, oldest first
+    runs, stop_s = [], 0.0
+    for e in store.events(job_id, limit=100000):          # oldest first
+        kind = e["kind"]
+        if kind in _RUN_START:
+            if runs and runs[-1][1] is None and kind == "reattached":
+                continue                              # the same run, seen by the next server
+            runs.append([e["time"], None])
+        elif kind in _RUN_END and runs and runs[-1][1] is None:
+            runs[-1][1] = e["time"]
+            if kind == "stopped" and e["detail"].startswith(("suspended", "migrating", "resizing")):
+                out["suspends"] += 1
+        elif kind == "stop_s":                        # how long a stop took (checkpoint and exit)
+            try:
+                stop_s += float(e["detail"])
+            except ValueError:
+                pass
+    running = j["state"] == "running" and runs and runs[-1][1] is None
+    out["gpu_s"] = gpus * sum((end if end is not None else now) - start for start, end in runs)
+    out["resumes"] = max(len(runs) - 1, 0)
+    lost = stop_s
+    if len(runs) > 1:
+        times = [r["time"] for r in store.stats(job_id)]
+        for start, end in runs[1:]:
+            after = [t for t in times if t >= start and (end is None or t <= end)]
+            lost += ((min(after) if after else (end if end is not None else now)) - start)
+    out["switch_lost_s"] = lost
+    out["switch_lost_gpu_s"] = lost * gpus
+    if running:
+        cur = [r["step_s"] for r in recent if r["step_s"] is not None and r["time"] >= runs[-1][0]]
+        if cur:
+            med = statistics.median(cur)
+            out["rate"] = 1.0 / med if med > 0 else 0.0
+    return out

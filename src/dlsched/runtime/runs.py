@@ -1,0 +1,286 @@
+"""Run lifecycle and failures: a gang's start on the placements the policy chose, its stop at a
+mini-batch boundary (the gang agrees, rank 0 checkpoints), its end, and a broken gang.
+
+Start: a detached placement group named `dlsched-pg-<job>` with one bundle per rank, each pinned
+with a label selector to the node the policy chose (`ray.io/node-id`); it must be ready within
+`pg_timeout_s` or it is removed and the job requeued (Ray must never queue a group itself: its
+queue would compete with the policy). Each rank runs in a warm RankWorker on that node, rank 0
+gives the rendezvous address, and the program restores from the job's latest checkpoint. A run
+id (`<job>.<attempt>`) names each start: a job is never started twice, and a late answer of an
+old run is recognised and dropped.
+
+Failures: an error on a rank's `wait` (a dead process or node) or a program exception breaks the
+gang: the other ranks are killed (gloo peers would hang in a collective), the group removed, and
+the job reported as JobStopped. The node of a dead rank is kept out of rounds for `suspect_s`.
+A program that fails `max_failures` times is failed for good.
+
+`RunsMixin` is a mixin of `RayBackend` (see there why): it acts on the backend's shared run
+ledger (`state`, `runs`, `partial`, `_waits` under `_wlock`, `store`, `failures`,
+`suspect_until`) and calls the pool (`workers`) and the step statistics (`stats`). Scheduler
+thread only.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from dlsched.core.types import GPU, Role, TaskPlacement, TaskSpec
+from dlsched.runtime.joblogs import rank_log
+from dlsched.runtime.nodes import NODE_ID_LABEL
+from dlsched.runtime.sdk import clean_checkpoints
+from dlsched.scheduler import events as ev
+
+log = logging.getLogger("dlsched.runtime")
+
+
+@dataclass(eq=False)
+class _Run:
+    job_id: str
+    run_id: str
+    tasks: tuple[TaskSpec, ...]
+    placements: tuple[TaskPlacement, ...]        # in rank (task index) order
+    workers: list[str]                           # worker actor name per rank
+    pg: object = None
+    results: dict[int, dict] = field(default_factory=dict)
+    started: float = 0.0
+
+
+class RunsMixin:
+    # -- runs --------------------------------------------------------------------------------
+    def _start_run(self, job_id: str, placements, tasks: tuple[TaskSpec, ...], *, taken: bool = False) -> None:
+        ray = self.ray
+        from ray.util.placement_group import placement_group, remove_placement_group
+        spec = self.specs[job_id]
+        pls = sorted(placements, key=lambda tp: tp.task)
+        bundles, selectors = [], []
+        for tp in pls:
+            t = tasks[tp.task]
+            b = {}
+            if t.demand[GPU] > 0:
+                b["GPU"] = float(t.demand[GPU])
+            b["CPU"] = max(float(t.demand[1]), 0.01)
+            bundles.append(b)
+            selectors.append({NODE_ID_LABEL: self.nodes[tp.node].ray_id})
+        if not taken:
+            for tp in pls:
+                self.state.take(tp.node, tasks[tp.task].vector, tp.gpu_ids)
+        attempt = self.store.job(job_id)["attempts"] + 1
+        run_id = f"{job_id}.{attempt}"
+        run = _Run(job_id, run_id, tasks, tuple(pls), [], started=time.time())
+        self.runs[job_id] = run
+        self.store.update_job(job_id, attempts=attempt)
+        pg_name = f"dlsched-pg-{job_id}"
+        self._remove_pg_named(pg_name)
+        pg = placement_group(bundles, strategy="PACK", name=pg_name,
+                             lifetime="detached", bundle_label_selector=selectors)
+        run.pg = pg
+        t_pg = time.perf_counter()
+        if not pg.wait(self.pg_timeout_s):
+            remove_placement_group(pg)
+            run.pg = None
+            self._fail_start(run, f"placement group not ready in {self.pg_timeout_s:g} s")
+            return
+        t_ready = time.perf_counter()
+        for tp in pls:
+            run.workers.append(self.workers.take(tp.node))
+        hs = [self.handles[w] for w in run.workers]
+        try:
+            addr, port = ray.get(hs[0].address.remote(), timeout=60)
+            worker_ranks = [tp.task for tp in pls if tasks[tp.task].role is Role.WORKER]
+            ps_ranks = [tp.task for tp in pls if tasks[tp.task].role is Role.PS]
+            ckpt = str(self.ckpt_root / job_id)
+            starts = []
+            for tp, h in zip(pls, hs):
+                starts.append(h.start.remote({
+                    "job_id": job_id, "run_id": run_id, "rank": tp.task, "world_size": len(pls),
+                    "worker_ranks": worker_ranks, "ps_ranks": ps_ranks, "master_addr": addr,
+                    "master_port": port, "ckpt_dir": ckpt, "args": spec.args, "batch_size": spec.batch_size,
+                    "iterations": spec.iterations, "epochs": spec.epochs,
+                    "checkpoint_every": spec.checkpoint_every, "gpus": float(tasks[tp.task].demand[GPU]),
+                    "entry": spec.entry, "log_path": str(rank_log(self.state_dir, job_id, tp.task)),
+                    "env": {"CUDA_VISIBLE_DEVICES": ",".join(map(str, tp.gpu_ids))} if tp.gpu_ids else {}}))
+            t_addr = time.perf_counter()
+            ray.get(starts, timeout=60)
+            log.info("job %s: %s: placement group %.3f s, rank 0 address %.3f s, ranks started %.3f s",
+                     job_id, run_id, t_ready - t_pg, t_addr - t_ready, time.perf_counter() - t_addr)
+        except Exception as e:
+            self._fail_start(run, f"ranks did not start: {type(e).__name__}: {e}")
+            return
+        with self._wlock:
+            for tp, h in zip(pls, hs):
+                self._waits[h.wait.remote(run_id)] = (job_id, run_id, tp.task)
+        self.store.set_allocation(job_id, [
+            {"rank": tp.task, "node": self.nodes[tp.node].name, "gpu_ids": tp.gpu_ids, "worker": w,
+             "run_id": run_id} for tp, w in zip(pls, run.workers)])
+        j = self.store.job(job_id)
+        self.store.update_job(job_id, state="running", start_time=j["start_time"] or time.time(),
+                              workers=sum(1 for t in tasks if t.role is Role.WORKER))
+        self.store.event(job_id, "started", f"{run_id} on " + ", ".join(
+            f"{tp.task}@{self.nodes[tp.node].name}" for tp in pls))
+
+    def _fail_start(self, run: _Run, reason: str) -> None:
+        """A launch that could not happen: give everything back and requeue (reported as JobStopped
+        at the next poll, so the policy places it again)."""
+        log.warning("job %s: %s", run.job_id, reason)
+        self._teardown(run, kill=True)
+        self.store.update_job(run.job_id, state="suspended")
+        self.store.event(run.job_id, "start_failed", reason)
+        self.q.put(("stopped", (run.job_id, reason), None, time.perf_counter()))
+
+    def _teardown(self, run: _Run, *, kill: bool, reusable: dict | None = None) -> None:
+        from ray.util.placement_group import remove_placement_group
+        with self._wlock:
+            for ref in [r for r, v in self._waits.items() if v[1] == run.run_id]:
+                del self._waits[ref]
+        self.stats.forget(run.run_id)
+        for tp, w in zip(run.placements, run.workers):
+            if kill:
+                self.workers.kill(w)
+            else:
+                self.workers.release(w, tp.node, (reusable or {}).get(w, True))
+        if run.pg is not None:
+            try:
+                remove_placement_group(run.pg)
+            except Exception:
+                pass
+        for tp in run.placements:
+            self.state.give(tp.node, run.tasks[tp.task].vector, tp.gpu_ids)
+        self.runs.pop(run.job_id, None)
+        self.store.clear_allocation(run.job_id)
+
+    def _remove_pg_named(self, name: str) -> None:
+        from ray.util.placement_group import get_placement_group, remove_placement_group
+        try:
+            remove_placement_group(get_placement_group(name))
+        except Exception:
+            pass
+
+    def _stop_run(self, job_id: str, why: str, *, kill: bool = False) -> None:
+        """Checkpoint at the next mini-batch boundary, stop the ranks, free the GPUs."""
+        run = self.runs.get(job_id)
+        if run is None:
+            return
+        ray = self.ray
+        t0 = time.time()
+        hs = [self.handles.get(w) for w in run.workers]
+        reusable = {}
+        if not kill and all(h is not None for h in hs):
+            try:
+                ray.get([h.stop.remote(run.run_id) for h in hs], timeout=10)
+                res = ray.get([h.wait.remote(run.run_id, self.stop_timeout_s) for h in hs],
+                              timeout=self.stop_timeout_s + 10)
+                if any(r is None for r in res):
+                    kill = True
+                else:
+                    reusable = {w: r.get("reusable", True) for w, r in zip(run.workers, res)}
+            except Exception:
+                kill = True
+        if not kill:
+            self.stats.drain(run)
+        self._teardown(run, kill=kill, reusable=reusable)
+        self.store.event(job_id, "stopped", why)
+        self.store.event(job_id, "stop_s", f"{time.time() - t0:.3f}")   # a switch's cost (progress.py)
+
+    # -- a rank ends, the gang breaks --------------------------------------------------------
+    def _on_rank_done(self, job_id: str, run_id: str, rank: int, ref, *, out: list) -> None:
+        run = self.runs.get(job_id)
+        if run is None or run.run_id != run_id:
+            return                                   # a run already stopped on purpose
+        try:
+            res = self.ray.get(ref)
+        except Exception as e:                       # the rank's process or node died
+            res = {"state": "died", "error": f"{type(e).__name__}: {str(e)[:300]}"}
+            node = next(tp.node for tp in run.placements if tp.task == rank)
+            self.suspect_until[node] = time.time() + self.suspect_s
+        if res is None:
+            return
+        run.results[rank] = res
+        if res.get("state") in ("died", "failed", "unknown"):
+            self._break_gang(run, rank, res, out)
+        elif len(run.results) == len(run.placements):
+            states = {r.get("state") for r in run.results.values()}
+            if states == {"done"}:
+                self.stats.drain(run)
+                self._teardown(run, kill=False, reusable={w: run.results[tp.task].get("reusable", True)
+                                                          for tp, w in zip(run.placements, run.workers)})
+                self.store.update_job(job_id, state="done", finish_time=time.time())
+                self.store.event(job_id, "finished", run_id)
+                clean_checkpoints(self.ckpt_root / job_id, keep=1)     # the final one stays
+                self.stats.prune_checkpoints(job_id)
+                out.append(ev.JobFinish(self._now, job_id))
+            else:                                    # stopped without being asked: requeue
+                self.stats.drain(run)
+                self._teardown(run, kill=False)
+                self.store.update_job(job_id, state="suspended")
+                out.append(ev.JobStopped(self._now, job_id, "ranks stopped"))
+
+    def _first_failure(self, run: _Run, rank: int, res: dict) -> tuple[int, dict]:
+        """The rank whose program failed first. A program's exception makes its peers fail too
+        (their collective loses a member), and their results may come in first: ask the other
+        ranks' workers for theirs and take the earliest failure. A peer whose worker died (its
+        process was killed, its node lost) is the cause instead: the program did not fail, and
+        the result says `died` (not counted against the job's max_failures)."""
+        best = (res.get("failed_at", float("inf")), rank, res)
+        others = [(tp.task, self.handles.get(w)) for tp, w in zip(run.placements, run.workers) if tp.task != rank]
+        refs = {h.status.remote(): rk for rk, h in others if h is not None}
+        if not refs:
+            return rank, res
+        ready, late = self.ray.wait(list(refs), num_returns=len(refs), timeout=5.0)
+        if late:             # a live worker answers status at once (threaded actor): presumed lost
+            return refs[late[0]], {"state": "died", "error": "worker does not answer (lost)"}
+        for ref in ready:
+            try:
+                r = (self.ray.get(ref) or {}).get("result") or {}
+            except Exception as e:                   # the peer's worker is gone
+                return refs[ref], {"state": "died", "error": f"worker died ({type(e).__name__})"}
+            if r.get("state") == "failed" and r.get("failed_at", float("inf")) < best[0]:
+                best = (r["failed_at"], refs[ref], r)
+        return best[1], best[2]
+
+    def _break_gang(self, run: _Run, rank: int, res: dict, out: list) -> None:
+        job_id = run.job_id
+        if res.get("state") == "failed":
+            rank, res = self._first_failure(run, rank, res)
+        node = next(tp.node for tp in run.placements if tp.task == rank)
+        reason = f"rank {rank} on {self.nodes[node].name} {res['state']}: {res.get('error', '')}"
+        log.warning("job %s: gang broken: %s", job_id, reason)
+        if res["state"] == "failed":
+            self.stats.drain(run)                    # rank 0's worker lives: ask it
+        else:
+            self.stats.from_log(job_id)
+        self._teardown(run, kill=True)
+        self.store.event(job_id, "gang_broken", reason[:2000])
+        if res["state"] == "failed":
+            self.failures[job_id] = self.failures.get(job_id, 0) + 1
+            if self.failures[job_id] >= self.max_failures:
+                tb = res.get("traceback") or ""
+                head = f"rank {rank} on {self.nodes[node].name} failed first: {res.get('error', '')}"
+                self.store.update_job(job_id, state="failed", finish_time=time.time(), failed_rank=rank,
+                                      error=(head + "\n" + tb[-(3900 - len(head)):]) if tb else head)
+                out.append(ev.JobFinish(self._now, job_id))
+                return
+        self.store.update_job(job_id, state="suspended")
+        out.append(ev.JobStopped(self._now, job_id, reason[:200]))
+
+    # -- a node goes or comes back (the node monitor's report) -------------------------------
+    def _on_node(self, node: int, up, ray_id, *, out: list) -> None:
+        if bool(self.state.up[node]) == up:
+            return
+        n = self.nodes[node]
+        self.state.up[node] = up
+        self.store.event("", "node_up" if up else "node_down", n.name)
+        if not up:
+            for run in [r for r in self.runs.values() if any(tp.node == node for tp in r.placements)]:
+                rank = next(tp.task for tp in run.placements if tp.node == node)
+                self._break_gang(run, rank, {"state": "died", "error": "node down"}, out)
+            for job_id in [j for j, h in self.partial.items() if any(tp.node == node for tp in h.values())]:
+                self._give_partial(job_id)
+                out.append(ev.JobStopped(self._now, job_id, f"node {n.name} down"))
+            for w in list(self.pool[node]):
+                self.workers.kill(w)
+            out.append(ev.NodeDown(self._now, node))
+        else:
+            n.ray_id = ray_id
+            self.suspect_until[node] = 0
+            out.append(ev.NodeUp(self._now, node))

@@ -1,0 +1,139 @@
+"""Job records and the round's context: what the Scheduler keeps per job, and what a policy sees.
+
+Job states are part of the policy contract (JobState); records are owned by the Scheduler and
+read by policies, never written by them (the conformance suite checks a round leaves them as
+they were)."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Callable
+
+import numpy as np
+
+from dlsched.cluster.state import Snapshot
+from dlsched.core.types import GPU, JobSpec, Status, TaskPlacement, TaskSpec
+from dlsched.scheduler.transaction import Transaction
+
+
+class JobState(enum.Enum):
+    PENDING = "pending"        # nothing placed yet
+    PARTIAL = "partial"        # some tasks placed (non-gang profiles); holds them
+    RUNNING = "running"        # every task placed
+    SUSPENDED = "suspended"    # preempted or stopped; waits to be placed again
+    DONE = "done"
+    HELD = "held"              # stopped by an operator (real runtime); not queued until released
+    REJECTED = "rejected"      # can never fit this cluster
+
+
+_SETTLED = (JobState.DONE, JobState.HELD, JobState.REJECTED)   # not in the queue, not running
+
+
+@dataclass(eq=False)
+class JobRecord:
+    """The scheduler's view of one job."""
+    spec: JobSpec
+    tasks: tuple[TaskSpec, ...]
+    state: JobState = JobState.PENDING
+    placed: dict[int, TaskPlacement] = field(default_factory=dict)
+    done_tasks: set[int] = field(default_factory=set)
+    first_start_s: float | None = None
+    finish_s: float | None = None
+    preemptions: int = 0
+    migrations: int = 0
+    attained_gpu_s: float = 0.0      # GPU-seconds of service so far (LAS, Tiresias)
+    _service_since: float | None = None
+    reject_reason: str = ""
+    key: tuple = ()
+    queued: bool = False             # in Scheduler.queue (kept by _enqueue / _remove_from_queue)
+
+    @property
+    def job_id(self) -> str:
+        return self.spec.job_id
+
+    @property
+    def submit_time_s(self) -> float:
+        return self.spec.submit_time_s
+
+    def unplaced(self) -> list[TaskSpec]:
+        return [t for t in self.tasks if t.index not in self.placed and t.index not in self.done_tasks]
+
+    def held_gpus(self) -> float:
+        return float(sum(self.tasks[i].demand[GPU] for i in self.placed))
+
+    def attained(self, now: float) -> float:
+        extra = 0.0
+        if self._service_since is not None:
+            extra = (now - self._service_since) * self.held_gpus()
+        return self.attained_gpu_s + extra
+
+
+class RoundContext:
+    """What a policy sees in a round: read-only views plus the transaction, the only thing a
+    round may change (see dlsched.scheduler.framework for each hook's contract).
+
+    snap     the cluster (immutable Snapshot: free, up, gpu_load, capacity, now)
+    txn      the round's Transaction (reserve, commit through `commit`, release, migrate...)
+    now      the round's time (seconds)
+    jobs     every job's record by id (read-only mapping; records are read, never written)
+    queue    the waiting jobs in the order's order (a list the round owns)
+    running  the jobs holding all their tasks, in arrival order of their records
+    rng      the run's seeded numpy Generator
+    stats    the backend's per-job counters: stats(job_id) -> dict with the keys of
+             dlsched.scheduler.backend.STATS_KEYS; None outside a run
+    """
+    __slots__ = ("snap", "txn", "now", "jobs", "queue", "rng", "stats", "_sched")
+
+    def __init__(self, snap: Snapshot, txn: Transaction, now: float, jobs, queue: list, rng: np.random.Generator,
+                 sched, stats: Callable[[str], dict] | None = None):
+        self.snap, self.txn, self.now = snap, txn, now
+        self.jobs = jobs if isinstance(jobs, MappingProxyType) else MappingProxyType(jobs)
+        self.queue, self.rng, self.stats, self._sched = queue, rng, stats, sched
+
+    @property
+    def cluster(self):
+        return self.snap.cluster
+
+    @property
+    def running(self) -> list[JobRecord]:
+        """Jobs holding all their tasks (in arrival order of their records)."""
+        return list(self._sched.running.values())
+
+    def is_running(self, job_id: str) -> bool:
+        return job_id in self._sched.running
+
+    @property
+    def n_running(self) -> int:
+        return len(self._sched.running)
+
+    @property
+    def n_waiting(self) -> int:
+        return len(self._sched.queue)
+
+    def commit(self, rec: JobRecord, *, gang: bool | None = None) -> Status:
+        """Commit what this round reserved for `rec` (gang: the profile's, unless given): a Launch
+        or Resume decision, or, for a gang that is not whole, nothing (its reservations are
+        given back)."""
+        return self._sched.commit(rec, self, gang=gang)
+
+    def order_key(self, rec: JobRecord) -> tuple:
+        """The profile order's full key of a job (with (submit_time_s, job_id) appended)."""
+        return (*self._sched.profile.order.key(rec, self), rec.submit_time_s, rec.job_id)
+
+    def feasible(self, job: JobSpec, task: TaskSpec, free: np.ndarray) -> np.ndarray:
+        """Nodes that are up and pass every filter of the profile for this task on `free`."""
+        ok = self.snap.up.copy()
+        for f in self._sched.profile.filters:
+            ok &= f.filter(self, job, task, free).ok
+        return ok
+
+    def action(self, cls):
+        """The profile's component that is an instance of `cls` (an action or a placer), or
+        None: components of one system cooperate through it (Gandiva's time slicing and
+        packing)."""
+        prof = self._sched.profile
+        for a in (*prof.actions, *prof.placers):
+            if isinstance(a, cls):
+                return a
+        return None

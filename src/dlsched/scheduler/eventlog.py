@@ -1,0 +1,47 @@
+"""The scheduler's typed event log: one record per thing that happened to a job or a node, the
+same on both backends (the Scheduler writes it, whichever backend it drives).
+
+    time_s      the backend's clock (simulated seconds; on the runtime, seconds since the store's
+                epoch)
+    kind        one of KINDS
+    job_id      "" for node events
+    detail      free text: a reason (stopped, held, rejected), "task@node;..." for placements,
+                the node id for node events
+    placements  TaskPlacements of a launch, resume, migrate or resize (empty otherwise)
+    cost        the decision's switch cost (dlsched.workload.packing.SwitchCost), None when the
+                backend's own cost applies
+    packed      the job shares its GPUs with the job(s) already on them (GPU sharing)
+
+Records compare and unpack as tuples, so `for t, kind, job_id, *_ in log` reads the first four.
+A `sink` given to the Scheduler sees each record as it is written (the runtime keeps them in its
+store, so the log outlives a server restart).
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+KINDS = {
+    "arrival": "the job was submitted (arrived)",
+    "rejected": "it can never run on this cluster (detail: why)",
+    "launch": "tasks started for the first time",
+    "resume": "restarted from its checkpoint after a suspend or a stop",
+    "migrate": "moved to other placements",
+    "resize": "restarted with another task list",
+    "suspend": "suspended by the policy",
+    "stopped": "stopped by the backend (a failure, a node lost): queued again (detail: why)",
+    "held": "held (an operator, or a policy error: detail says)",
+    "released": "released from hold",
+    "finish": "finished (or cancelled, or failed for good, on the runtime)",
+    "NodeDown": "a node went down (detail: node id)",
+    "NodeUp": "a node came (back) up (detail: node id)",
+}
+
+
+class LogRecord(NamedTuple):
+    time_s: float
+    kind: str
+    job_id: str
+    detail: str = ""
+    placements: tuple = ()
+    cost: Any = None
+    packed: bool = False

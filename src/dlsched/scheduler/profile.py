@@ -1,0 +1,75 @@
+"""A built profile: the component instances that fill a ProfileSpec's extension points, with the
+profile's own settings (gang, blocking, round_s, event_rounds) and the overrides a user config
+gives (unknown keys are ConfigErrors naming their path)."""
+from __future__ import annotations
+
+from typing import Any
+
+from dlsched.core.errors import ConfigError
+from dlsched.scheduler.framework import REGISTRY, ProfileSpec, build
+
+
+def overrides(component, hook: str) -> bool:
+    """Does the component define `hook` itself (not just inherit the declared no-op)?"""
+    from dlsched.scheduler import framework as fw
+    defaults = (fw.Component.observe, fw.Order.begin_round, fw.Action.before_place, fw.Action.act)
+    return getattr(type(component), hook, None) not in defaults
+
+
+class Profile:
+    """A built ProfileSpec: component instances ready for rounds."""
+
+    def __init__(self, spec: ProfileSpec, overrides: dict[str, Any] | None = None):
+        over = dict(overrides or {})
+        params = {**spec.params, **over.pop("params", {})}
+        self.spec = spec
+        self.name = spec.name
+        self.gang = bool(over.pop("gang", spec.gang))
+        self.blocking = bool(over.pop("blocking", spec.blocking))
+        self.round_s = over.pop("round_s", spec.round_s)
+        self.event_rounds = bool(over.pop("event_rounds", spec.event_rounds))
+        if over:
+            raise ConfigError(f"policies.{spec.name}.{sorted(over)[0]}",
+                              "unknown key (allowed: gang, blocking, round_s, event_rounds, params)")
+        if self.round_s is not None and (isinstance(self.round_s, bool)
+                                         or not isinstance(self.round_s, (int, float)) or self.round_s <= 0):
+            raise ConfigError(f"policies.{spec.name}.round_s", f"must be a number > 0, got {self.round_s!r}")
+        if not self.event_rounds and not self.round_s:
+            raise ConfigError(f"policies.{spec.name}.event_rounds",
+                              "false needs round_s (rounds would never run)")
+        base = f"policies.{spec.name}.params"
+        names = [name for _, name in spec.components()]
+        used = set(names)
+        shared = sorted({n for n in names if names.count(n) > 1} & set(params))
+        if shared:
+            # params are keyed by component name: two kinds with one name cannot be told apart
+            raise ConfigError(f"{base}.{shared[0]}", "ambiguous: components of two kinds share this name")
+        for cname in params:
+            if cname not in used:
+                raise ConfigError(f"{base}.{cname}", f"not a component of this profile "
+                                  f"(components: {', '.join(sorted(used))})")
+
+        def mk(kind, name):
+            return build(kind, name, params.get(name), f"{base}.{name}")
+        self.order = mk("order", spec.order)
+        self.allocator = mk("allocate", spec.allocate)
+        self.filters = [mk("filter", f) for f in spec.filters]
+        self.scorers = [(mk("score", s), float(w)) for s, w in spec.scores]
+        self.placers = [mk("place", p) for p in spec.placers]
+        self.actions = [mk("action", a) for a in spec.actions]
+
+    def components(self) -> list:
+        return [self.order, self.allocator, *self.filters, *(sc for sc, _ in self.scorers),
+                *self.placers, *self.actions]
+
+    def needs(self) -> dict[str, list[str]]:
+        """Backend capability -> the components (by name) that need it."""
+        out: dict[str, list[str]] = {}
+        for c in self.components():
+            for cap in sorted(c.needs):
+                out.setdefault(cap, []).append(c.name)
+        return out
+
+
+def build_profile(name: str, overrides: dict | None = None) -> Profile:
+    return Profile(REGISTRY.get("profile", name), overrides)

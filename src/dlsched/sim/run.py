@@ -1,0 +1,52 @@
+"""A job as the simulator runs it: SimBackend's per-job state.
+
+Progress is lazy (see backend.py): `remaining` is up to date at `last_t` only and advances at
+`rate` until the next rate change; `version` grows at every rate change and stop, so heap
+records pushed for an older version are stale. The switch-cost fields (restore_s, start_after,
+packed, lost_s, ...) are what dlsched.sim.switch_cost's figures are charged to.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dlsched.core.types import JobSpec, TaskPlacement, TaskSpec
+from dlsched.workload.speed import JobComm
+
+
+@dataclass(eq=False, slots=True)
+class JobRun:
+    """What SimBackend alone knows of one job (the Scheduler keeps the job's own record)."""
+    spec: JobSpec
+    tasks: tuple[TaskSpec, ...]
+    remaining: float
+    placements: dict[int, TaskPlacement] = field(default_factory=dict)
+    rate: float = 0.0
+    last_t: float = 0.0
+    version: int = 0
+    prof: JobComm | None = None
+    restoring: bool = False       # next full placement starts with a restart delay
+    starting: bool = False        # next full placement is its first start (start_delay_s)
+    restart_until: float = -1.0
+    hold_gpus: float = 0.0
+    hold_since: float = 0.0
+    gpu_s: float = 0.0
+    nic_bytes: float = 0.0
+    cross_rack_bytes: float = 0.0
+    done_tasks: int = 0
+    finished: bool = False
+    first_progress_s: float | None = None
+    # Switch costs (decisions that carry a `cost`) and their counters.
+    restore_s: float | None = None   # next restart's delay, set by a costed decision
+    start_after: float = 0.0         # next restart waits for this (checkpoints still running)
+    packed: bool = False             # placed in packing mode (Gandiva)
+    suspends: int = 0
+    resumes: int = 0
+    lost_s: float = 0.0              # held without progress while restarting
+    lost_gpu_s: float = 0.0
+    last_nodes: tuple[int, ...] = ()  # where it last ran (its checkpoint), set when stopped
+    share: int = 1                   # jobs on its GPUs, itself included (effective GPUs / share)
+    eff_gpus: float = 0.0            # its part of the effective GPUs now
+
+    @property
+    def whole(self) -> bool:
+        return len(self.placements) + self.done_tasks == len(self.tasks)
