@@ -3,7 +3,10 @@ job_stats vocabulary from what the job really measured, and keeps the scheduler'
 log in its store across a restart."""
 from __future__ import annotations
 
+import json
 import sqlite3
+
+import pandas as pd
 
 from conftest import digits_spec
 
@@ -31,6 +34,17 @@ def test_measured_progress_and_the_typed_log_survive_a_restart(runtime):
     assert [r["kind"] for r in mine] == ["arrival", "launch", "held", "released", "resume", "finish"]
     launch = mine[1]
     assert len(launch["placements"]) == 2 and all(len(tp[2]) == 1 for tp in launch["placements"])
+    # the same result files as a simulation, computed from that log
+    out = runtime.state_dir / "report-out"
+    s.cli("report", "--out", str(out))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["jobs"] >= 1 and summary["finished"] >= 1 and summary["mean_jct_s"] > 0
+    assert 0 < summary["gpu_util"] <= 1 and summary["switch_lost_s"] > 0
+    jobs = pd.read_parquet(out / "jobs.parquet").set_index("job_id")
+    assert jobs.loc[jid, "state"] == "done" and jobs.loc[jid, "preemptions"] == 1 and jobs.loc[jid, "resumes"] == 1
+    assert (out / "report.html").stat().st_size > 1000 and (out / "timeline.parquet").exists()
+    r = s.cli("report", "--out", str(out), check=False)                   # never mixes two reports
+    assert r.returncode == 2 and "not empty" in r.stderr
     # kept in the store: a restarted server serves the same records, and appends after them
     n = len(log)
     s = runtime.restart(kill=True)

@@ -215,6 +215,31 @@ def register(app: typer.Typer) -> None:
         logging.getLogger("dlsched.runtime").info("server up: policy %s, recovered %s", policy, counts)
         s.serve(sock)
 
+    @app.command("report")
+    def report(out: Path = typer.Option(..., "--out", help="folder for summary.json, the Parquet tables and report.html"),
+               force: bool = typer.Option(False, "--force", help="replace the contents of a non-empty --out"),
+               state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
+               url: Optional[str] = typer.Option(None)):
+        """The real run so far as a simulation reports one: summary.json, jobs / timeline Parquet
+        and report.html, computed from the server's event log."""
+        from dlsched.cli.main import _check_out, _clear_out
+        _check_out(out, force)
+        data = Client(state_dir, url).get("/report")
+        import pandas as pd
+
+        from dlsched.metrics.result import SimResult
+        from dlsched.report import write_run_report
+        sm = data["summary"]
+        res = SimResult(sm.get("policy") or "runtime", sm.get("cluster") or "ray", "runtime", int(sm.get("total_gpus") or 0),
+                        pd.DataFrame(data["jobs"]), sm, pd.DataFrame(data["timeline"]),
+                        pd.DataFrame(columns=["time_s", "wall_s", "queued_jobs"]))
+        if force:
+            _clear_out(out)
+        res.save(out)
+        path = write_run_report(res, out)
+        jct = "-" if sm["mean_jct_s"] is None else f"{sm['mean_jct_s']:.1f} s"
+        typer.echo(f"{sm['jobs']} jobs, {sm['finished']} finished; mean JCT {jct}; report: {path}")
+
     @app.command("submit")
     def submit(spec: Path = typer.Argument(..., help="job spec YAML"),
                state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),

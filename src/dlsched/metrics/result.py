@@ -97,24 +97,115 @@ def _clean(x):
     return x
 
 
-def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload_name: str) -> SimResult:
-    import pandas as pd
-    from dlsched.scheduler.core import JobState
+@dataclass(eq=False)
+class _Job:
+    """A job as the event log tells it (the JobRecord's fields the metrics need)."""
+    spec: Any
+    ntasks: int
+    state: str = "pending"
+    placed: set = field(default_factory=set)
+    done: set = field(default_factory=set)
+    first_start_s: float | None = None
+    finish_s: float | None = None
+    preemptions: int = 0
+    migrations: int = 0
+    stats: dict = field(default_factory=dict)
 
-    recs = list(scheduler.jobs.values())
+
+def jobs_from_log(log) -> dict[str, _Job]:
+    """Replay the typed event log (dlsched.scheduler.eventlog) into per-job facts: the same
+    state machine as the Scheduler's records, so a log from either backend gives the metrics."""
+    jobs: dict[str, _Job] = {}
+    for r in log:
+        kind, job_id = r.kind, r.job_id
+        if kind == "arrival":
+            jobs[job_id] = _Job(r.spec, len(r.spec.tasks))
+            continue
+        j = jobs.get(job_id)
+        if j is None:
+            continue                                 # node events
+        if kind == "rejected":
+            j.state = "rejected"
+        elif kind in ("launch", "resume", "migrate", "resize"):
+            tasks = {tp.task for tp in r.placements}
+            if kind == "migrate":
+                j.placed = tasks
+                j.migrations += 1
+            elif kind == "resize":
+                j.placed, j.ntasks = tasks, len(tasks)
+            else:
+                j.placed |= tasks
+            whole = len(j.placed | j.done) >= j.ntasks
+            if whole or j.spec.kind == "tasks":
+                if j.first_start_s is None:
+                    j.first_start_s = r.time_s
+                j.state = "running"
+            else:
+                j.state = "partial"
+        elif kind == "suspend":
+            j.placed = set()
+            j.state = "suspended"
+            j.preemptions += 1
+        elif kind == "stopped":
+            j.placed = set()
+            if j.state != "suspended":
+                j.state = "suspended"
+                j.preemptions += 1
+        elif kind == "held":
+            if j.placed:
+                j.preemptions += 1
+            j.placed = set()
+            j.state = "held"
+        elif kind == "released" and j.state == "held":
+            j.state = "suspended" if j.first_start_s is not None else "pending"
+        elif kind == "task_finish":
+            t = int(r.detail)
+            j.placed.discard(t)
+            j.done.add(t)
+        elif kind == "finish":
+            j.placed = set()
+            j.state = "done"
+            j.finish_s = r.time_s
+        elif kind == "stats":
+            j.stats = r.stats or {}
+    return jobs
+
+
+def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload_name: str) -> SimResult:
+    """The run's metrics, from the scheduler's event log with each job's final counters
+    appended (`stats` records), the utilisation samples and the round times."""
+    from dlsched.scheduler.eventlog import LogRecord
+    now = backend.now()
+    log = list(scheduler.log) + [LogRecord(now, "stats", j, "", (), None, False, None, backend.job_stats(j))
+                                 for j in scheduler.jobs]
+    eff = backend.effective_gpu_s() if hasattr(backend, "effective_gpu_s") else None
+    return result_from_log(log, scheduler.timeline, scheduler.rounds, total_gpus=backend.cluster.total_gpus,
+                           effective_gpu_s=eff, engine_log=list(backend.log), policy=policy,
+                           cluster_name=cluster_name, workload_name=workload_name)
+
+
+def result_from_log(log, timeline, rounds_log, *, total_gpus: int, effective_gpu_s: float | None = None,
+                    engine_log=(), policy: str = "", cluster_name: str = "", workload_name: str = "") -> SimResult:
+    """Every metric of a run from its typed event log (dlsched.scheduler.eventlog), its
+    utilisation samples (time, allocated, effective, partial GPUs, running, queued jobs) and its
+    rounds (time, wall seconds, queued jobs). `effective_gpu_s`: the exact integral when the
+    backend has it (the simulator), else the samples' integral."""
+    import pandas as pd
+
+    recs = jobs_from_log(log)
     n = len(recs)
     cols: dict[str, list] = {k: [] for k in (
         "job_id", "state", "submit_s", "first_start_s", "finish_s", "wait_s", "jct_s", "run_s", "gpus",
         "workers", "model", "user", "priority", "preemptions", "migrations", "deadline_s", "deadline_met",
         "gpu_s", "nic_bytes", "cross_rack_bytes", "first_progress_s", "ttfp_s", "suspends", "resumes",
         "switch_lost_s", "switch_lost_gpu_s")}
-    for r in recs:
+    for job_id, r in recs.items():
         s = r.spec
-        st = backend.job_stats(s.job_id)
+        st = r.stats
         fs = _nan(r.first_start_s)
         fin = _nan(r.finish_s)
         cols["job_id"].append(s.job_id)
-        cols["state"].append(r.state.value)
+        cols["state"].append(r.state)
         cols["submit_s"].append(s.submit_time_s)
         cols["first_start_s"].append(fs)
         cols["finish_s"].append(fin)
@@ -130,19 +221,19 @@ def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload
         cols["migrations"].append(r.migrations)
         cols["deadline_s"].append(_nan(s.deadline_s))
         cols["deadline_met"].append(None if s.deadline_s is None else bool(r.finish_s is not None and r.finish_s <= s.deadline_s))
-        cols["gpu_s"].append(st["gpu_s"])
-        cols["nic_bytes"].append(st["nic_bytes"])
-        cols["cross_rack_bytes"].append(st["cross_rack_bytes"])
-        cols["first_progress_s"].append(_nan(st["first_progress_s"]))
-        cols["ttfp_s"].append(_nan(st["first_progress_s"]) - s.submit_time_s)
-        cols["suspends"].append(int(st.get("suspends", r.preemptions)))
-        cols["resumes"].append(int(st.get("resumes", 0)))
-        cols["switch_lost_s"].append(float(st.get("switch_lost_s", 0.0)))
-        cols["switch_lost_gpu_s"].append(float(st.get("switch_lost_gpu_s", 0.0)))
+        cols["gpu_s"].append(float(st.get("gpu_s") or 0.0))
+        cols["nic_bytes"].append(float(st.get("nic_bytes") or 0.0))
+        cols["cross_rack_bytes"].append(float(st.get("cross_rack_bytes") or 0.0))
+        cols["first_progress_s"].append(_nan(st.get("first_progress_s")))
+        cols["ttfp_s"].append(_nan(st.get("first_progress_s")) - s.submit_time_s)
+        cols["suspends"].append(int(st.get("suspends", r.preemptions) or 0))
+        cols["resumes"].append(int(st.get("resumes") or 0))
+        cols["switch_lost_s"].append(float(st.get("switch_lost_s") or 0.0))
+        cols["switch_lost_gpu_s"].append(float(st.get("switch_lost_gpu_s") or 0.0))
     jobs = pd.DataFrame(cols)
-    tl = pd.DataFrame(scheduler.timeline, columns=["time_s", "allocated_gpus", "effective_gpus", "partial_gpus",
+    tl = pd.DataFrame(timeline, columns=["time_s", "allocated_gpus", "effective_gpus", "partial_gpus",
                                                    "running_jobs", "queued_jobs"])
-    done = jobs[jobs.state == JobState.DONE.value]
+    done = jobs[jobs.state == "done"]
     jct = done.jct_s.to_numpy(dtype=float)
     if n:
         t0 = float(jobs.submit_s.min())
@@ -150,17 +241,17 @@ def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload
     else:
         t0 = t1 = 0.0
     makespan = t1 - t0
-    total = backend.cluster.total_gpus
+    total = total_gpus
     t = tl.time_s.to_numpy(dtype=float)
     alloc_s = _integral(t, tl.allocated_gpus.to_numpy(dtype=float), t0, t1)
     eff_s = _integral(t, tl.effective_gpus.to_numpy(dtype=float), t0, t1)
-    if hasattr(backend, "effective_gpu_s"):
+    if effective_gpu_s is not None:
         # Exact: the simulator integrates it itself (the timeline misses the end of restores);
         # nothing makes progress before the first submission or after the run.
-        eff_s = backend.effective_gpu_s()
+        eff_s = effective_gpu_s
     partial_s = _integral(t, tl.partial_gpus.to_numpy(dtype=float), t0, max(t1, float(t[-1]) if len(t) else t1))
     with_deadline = jobs[jobs.deadline_s.notna()]
-    rounds = np.asarray([w for _, w, _ in scheduler.rounds], dtype=float)
+    rounds = np.asarray([w for _, w, _ in rounds_log], dtype=float)
 
     def pct(q):
         return float(np.percentile(jct, q)) if len(jct) else None
@@ -173,8 +264,8 @@ def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload
     summary = {
         "policy": policy, "cluster": cluster_name, "workload": workload_name,
         "jobs": n, "finished": int(len(done)),
-        "rejected": int((jobs.state == JobState.REJECTED.value).sum()),
-        "unfinished": int(n - len(done) - (jobs.state == JobState.REJECTED.value).sum()),
+        "rejected": int((jobs.state == "rejected").sum()),
+        "unfinished": int(n - len(done) - (jobs.state == "rejected").sum()),
         "mean_jct_s": float(jct.mean()) if len(jct) else None,
         "median_jct_s": pct(50), "p95_jct_s": pct(95), "p99_jct_s": pct(99),
         "makespan_s": makespan,
@@ -205,6 +296,6 @@ def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload
         "total_gpus": total,
     }
     summary = {k: _clean(v) for k, v in summary.items()}
-    rounds_df = pd.DataFrame(scheduler.rounds, columns=["time_s", "wall_s", "queued_jobs"])
+    rounds_df = pd.DataFrame(rounds_log, columns=["time_s", "wall_s", "queued_jobs"])
     return SimResult(policy, cluster_name, workload_name, total, jobs, summary, tl, rounds_df,
-                     list(backend.log), list(scheduler.log))
+                     list(engine_log), list(log))

@@ -16,10 +16,8 @@ import time
 import numpy as np
 
 from dlsched.core.errors import DlschedError
-from dlsched.core.types import GPU, Migrate, Plan, Resize, TaskPlacement
+from dlsched.core.types import Migrate, Plan, Resize
 from dlsched.scheduler import events as ev
-
-_EPS = 1e-9
 
 
 class CommandsMixin:
@@ -85,35 +83,38 @@ class CommandsMixin:
             if workers < 1 or spec.batch_size % workers:
                 raise DlschedError(f"workers: must be >= 1 and divide batch_size {spec.batch_size}, got {workers}")
             tasks = spec.tasks(workers)
-        free = self.state.free.copy()
-        load = self.state.gpu_load.copy()
-        for tp in run.placements:
-            free[tp.node] += run.tasks[tp.task].vector
-            for g in tp.gpu_ids:
-                load[tp.node, g] -= 1
-        up = self.snapshot().up
+        # the policy's own placement engine (its filters and scorers) on a transaction where the
+        # job's current resources are free: one engine for rounds, trials and operator commands
+        sched = self.scheduler
+        ctx = sched.context(self.snapshot())
+        txn = ctx.txn
+        txn.unhold(run.placements, [run.tasks[tp.task].vector for tp in run.placements])
+        up = ctx.snap.up
+        old = {tp.node for tp in run.placements}
         if nodes:
             unknown = [n for n in nodes if n not in self.node_idx]
             if unknown:
                 raise DlschedError(f"unknown node {unknown[0]} (nodes: {', '.join(self.node_idx)})")
             order = [self.node_idx[n] for n in nodes]
         else:
-            old = {tp.node for tp in run.placements}
             order = [i for i in range(len(self.nodes)) if i not in old] + sorted(old)
         order = [i for i in order if up[i]]
+
+        def mask(ids) -> np.ndarray:
+            m = np.zeros(len(self.nodes), dtype=bool)
+            m[list(ids)] = True
+            return m
         placements = []
         for k, t in enumerate(tasks):
-            # named nodes: ranks spread over them in turn (each the first that fits from its turn)
-            turn = order[k % len(order):] + order[:k % len(order)] if nodes and order else order
-            for i in turn:
-                if (free[i] + _EPS >= t.vector).all():
-                    free[i] -= t.vector
-                    k = int(np.ceil(t.demand[GPU] - _EPS))
-                    n = self.nodes[i].gpus
-                    gids = tuple(int(g) for g in np.argsort(load[i, :n], kind="stable")[:k]) if k else ()
-                    for g in gids:
-                        load[i, g] += 1
-                    placements.append(TaskPlacement(t.index, i, gids))
+            if nodes and order:
+                # named nodes: ranks spread over them in turn (each the first that fits from its turn)
+                tries = [mask([i]) for i in order[k % len(order):] + order[:k % len(order)]]
+            else:                                        # nodes it does not use now first
+                tries = [mask(i for i in order if i not in old), mask(order)] if order else []
+            for allowed in tries:
+                node, _ = sched.choose_node(ctx, rec.spec, t, allowed=allowed)
+                if node is not None:
+                    placements.append(txn.reserve(job_id, t, node))
                     break
             else:
                 raise DlschedError(f"job {job_id} does not fit on {', '.join(self.nodes[i].name for i in order) or 'any node'}")

@@ -252,6 +252,17 @@ def make_app(server: "Server"):
                 # what the policies read (dlsched.scheduler.backend.STATS_KEYS), measured
                 "progress": job_stats(server.store, job_id, server.backend.epoch, gpus, time.time())}
 
+    @api.get("/report")
+    def report():
+        """The run's summary, per-job table and utilisation samples, computed from the event log
+        exactly as a simulation's (dlsched.runtime.report)."""
+        from dlsched.runtime.report import result_from_store
+        res = result_from_store(server.store, server.backend.epoch, int(server.backend.cluster.total_gpus),
+                                policy=server.policy)
+        jobs = res.jobs.astype(object).where(res.jobs.notna(), None)
+        return {"summary": res.summary, "jobs": jobs.to_dict(orient="records"),
+                "timeline": res.timeline.to_dict(orient="list")}
+
     @api.get("/log")
     def schedlog(since_id: int = 0, limit: int = 10000):
         """The scheduler's typed event log (dlsched.scheduler.eventlog), oldest first."""

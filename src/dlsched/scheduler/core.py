@@ -122,6 +122,7 @@ class Scheduler:
             self._settle_service(rec, e.time)
             rec.placed.pop(e.task, None)
             rec.done_tasks.add(e.task)
+            self._log((e.time, "task_finish", rec.job_id, str(e.task)))
             self._dirty = True
         elif isinstance(e, ev.JobFinish):
             rec = self.jobs[e.job_id]
@@ -176,7 +177,7 @@ class Scheduler:
         job = e.job
         rec = JobRecord(job, job.tasks)
         self.jobs[job.job_id] = rec
-        self._log((e.time, "arrival", job.job_id, ""))
+        self._log((e.time, "arrival", job.job_id, "", (), None, False, job))
         reason = self._never_fits(job, backend)
         if reason:
             rec.state = JobState.REJECTED
@@ -214,10 +215,9 @@ class Scheduler:
         if not reason:
             cluster = backend.snapshot().cluster
             for f in self.profile.filters:
-                if hasattr(f, "never_fits"):
-                    reason = f.never_fits(job, cluster)
-                    if reason:
-                        break
+                reason = f.never_fits(job, cluster)
+                if reason:
+                    break
         self._fit_cache[key] = reason
         return reason
 
@@ -335,7 +335,7 @@ class Scheduler:
                               resume=rec.state is JobState.SUSPENDED)
 
     def choose_node(self, ctx: RoundContext, job: JobSpec, task: TaskSpec,
-                    memo: dict | None = None) -> tuple[int | None, str]:
+                    memo: dict | None = None, allowed: np.ndarray | None = None) -> tuple[int | None, str]:
         """The best node for the task, or (None, why). With `memo` (one per job in a round) and
         only node-local scorers (a node's score depends on that node alone), the scores of the
         previous identical task are reused and only the node it went to is re-scored: placing a
@@ -343,6 +343,10 @@ class Scheduler:
         candidates can only shrink too."""
         free = ctx.txn.free
         ok = ctx.snap.up.copy()
+        if allowed is not None:            # an operator's choice of nodes (runtime migrate)
+            ok &= allowed
+            if not ok.any():
+                return None, "none of the allowed nodes is up"
         for f in self.profile.filters:
             m = f.filter(ctx, job, task, free)
             ok &= m.ok

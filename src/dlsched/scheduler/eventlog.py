@@ -11,8 +11,12 @@ same on both backends (the Scheduler writes it, whichever backend it drives).
     cost        the decision's switch cost (dlsched.workload.packing.SwitchCost), None when the
                 backend's own cost applies
     packed      the job shares its GPUs with the job(s) already on them (GPU sharing)
+    spec        the JobSpec (arrival records)
+    stats       the backend's job_stats (STATS_KEYS) for the job (stats records)
 
 Records compare and unpack as tuples, so `for t, kind, job_id, *_ in log` reads the first four.
+dlsched.metrics.result computes every metric of a run from this log (plus the utilisation
+samples and round times), so both backends get the same summary and tables.
 A `sink` given to the Scheduler sees each record as it is written (the runtime keeps them in its
 store, so the log outlives a server restart).
 """
@@ -32,6 +36,8 @@ KINDS = {
     "held": "held (an operator, or a policy error: detail says)",
     "released": "released from hold",
     "finish": "finished (or cancelled, or failed for good, on the runtime)",
+    "task_finish": "one task of a bag of tasks ended (detail: its index)",
+    "stats": "the job's counters as the backend measured them (appended when a run's result is built)",
     "NodeDown": "a node went down (detail: node id)",
     "NodeUp": "a node came (back) up (detail: node id)",
 }
@@ -45,3 +51,5 @@ class LogRecord(NamedTuple):
     placements: tuple = ()
     cost: Any = None
     packed: bool = False
+    spec: Any = None
+    stats: Any = None
