@@ -1,0 +1,104 @@
+"""Every registered policy on the real runtime, as a new user tries it: for each profile, a
+`dlsched server` on a fresh state dir against one local Ray cluster (4 nodes x 2 virtual GPUs),
+the two shipped examples submitted through the API, and what became of them. A profile that
+needs what the runtime cannot do is refused at start (its one-line message is recorded).
+
+    python benchmarks/runtime_matrix.py [--results]
+
+Not in CI (about 4 minutes); the figures go to benchmarks/RESULTS.md, block `runtime-matrix`.
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "runtime"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import ServerProc  # noqa: E402
+from results import update_results  # noqa: E402
+
+EXAMPLES = ("allreduce.yaml", "ps.yaml")
+FINAL = ("done", "failed", "held", "rejected", "cancelled")
+
+
+def run_matrix(timeout_s: float = 150.0) -> dict:
+    import dlsched.policies  # noqa: F401
+    from dlsched.runtime.cluster import isolate_ray_tmp, start_cluster
+    from dlsched.runtime.spec import load_job_spec
+    from dlsched.scheduler.framework import REGISTRY
+    tmp = isolate_ray_tmp()
+    cluster = start_cluster(4, 2, cpus_per_node=2)
+    out = {}
+    try:
+        for policy in REGISTRY.names("profile"):
+            sd = Path(tempfile.mkdtemp(prefix="dlsched-matrix-"))
+            try:
+                try:
+                    s = ServerProc(cluster.address, sd, policy, "matrix").start(timeout=90)
+                except AssertionError as e:          # the server exited: its last line says why
+                    lines = [x for x in str(e).splitlines() if x.strip()]
+                    out[policy] = {"refused": lines[-1].removeprefix("error: ") if lines else "?"}
+                    print(policy, out[policy], flush=True)
+                    continue
+                try:
+                    ids = {ex: s.submit(load_job_spec(ROOT / "examples" / ex).to_dict()) for ex in EXAMPLES}
+                    t0 = time.monotonic()
+                    while time.monotonic() - t0 < timeout_s:
+                        if all(s.get(f"/jobs/{j}")["state"] in FINAL for j in ids.values()):
+                            break
+                        time.sleep(0.5)
+                    row = {"wall_s": round(time.monotonic() - t0, 1)}
+                    for ex, j in ids.items():
+                        jj = s.get(f"/jobs/{j}")
+                        row[ex] = {"state": jj["state"], "steps": jj["step"], "runs": jj["attempts"],
+                                   "error": (jj["error"] or "").splitlines()[0][:160] if jj["error"] else ""}
+                    out[policy] = row
+                finally:
+                    s.stop()
+                print(policy, out[policy], flush=True)
+            finally:
+                shutil.rmtree(sd, ignore_errors=True)
+    finally:
+        cluster.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def results_lines(res: dict) -> list[str]:
+    lines = ["## Every policy on the real runtime (`benchmarks/runtime_matrix.py`)", "",
+             f"Measured {time.strftime('%Y-%m-%d')} on {__import__('os').cpu_count()} CPUs, Python "
+             f"{platform.python_version()}, Ray {__import__('ray').__version__}: each registered profile on a "
+             "`dlsched server` (fresh state dir) against a local Ray cluster of 4 nodes x 2 GPUs, "
+             "with `examples/allreduce.yaml` and `examples/ps.yaml` submitted through the API.", "",
+             "| policy | allreduce.yaml | ps.yaml | wall (s) |", "| --- | --- | --- | --- |"]
+    for policy, row in res.items():
+        if "refused" in row:
+            lines.append(f"| {policy} | refused at start: {row['refused']} | | |")
+            continue
+        cells = []
+        for ex in EXAMPLES:
+            r = row[ex]
+            cell = f"{r['state']}, {r['steps']} steps, {r['runs']} run(s)"
+            cells.append(cell + (f": {r['error']}" if r["error"] else ""))
+        lines.append(f"| {policy} | {cells[0]} | {cells[1]} | {row['wall_s']} |")
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", action="store_true", help="write the table into benchmarks/RESULTS.md")
+    a = ap.parse_args(argv)
+    res = run_matrix()
+    if a.results:
+        print(f"wrote {update_results('runtime-matrix', results_lines(res))}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
