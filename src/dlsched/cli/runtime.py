@@ -364,12 +364,12 @@ def check_policy(name: str) -> None:
     if name not in REGISTRY.names("profile"):
         raise DlschedError(f"--policy: unknown policy {name!r} (known: {', '.join(REGISTRY.names('profile'))})")
     from dlsched.runtime.progress import RUNTIME_CAPABILITIES
+    from dlsched.scheduler.backend import capability_gap
     from dlsched.scheduler.profile import build_profile
-    missing = {cap: who for cap, who in build_profile(name).needs().items() if cap not in RUNTIME_CAPABILITIES}
-    if missing:
-        what = "; ".join(f"{cap} (needed by {', '.join(who)})" for cap, who in sorted(missing.items()))
-        raise DlschedError(f"--policy {name}: needs what the real runtime cannot do yet: {what}; the runtime can: "
-                           f"{', '.join(sorted(RUNTIME_CAPABILITIES))} (`dlsched simulate` runs every policy)")
+    gap = capability_gap(build_profile(name).needs(), RUNTIME_CAPABILITIES, "runtime")
+    if gap:
+        raise DlschedError(f"--policy {name}: needs what the real runtime cannot do yet: {gap} "
+                           f"(`dlsched simulate` runs every policy)")
 
 
 def _port_free(port: int) -> None:

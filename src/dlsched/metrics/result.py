@@ -176,7 +176,7 @@ def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload
     appended (`stats` records), the utilisation samples and the round times."""
     from dlsched.scheduler.eventlog import LogRecord
     now = backend.now()
-    log = list(scheduler.log) + [LogRecord(now, "stats", j, "", (), None, False, None, backend.job_stats(j))
+    log = list(scheduler.log) + [LogRecord(now, "stats", j, stats=backend.job_stats(j))
                                  for j in scheduler.jobs]
     eff = backend.effective_gpu_s() if hasattr(backend, "effective_gpu_s") else None
     return result_from_log(log, scheduler.timeline, scheduler.rounds, total_gpus=backend.cluster.total_gpus,

@@ -136,7 +136,8 @@ class RayBackend(RunsMixin, CommandsMixin, RecoveryMixin):
         self._tickset: set[float] = set()
         self._closing = threading.Event()
         self._now = self.now()
-        self._stats_cache: dict = {}            # (job, poll time) -> job_stats
+        self._stats_cache: dict = {}            # job -> job_stats, at poll time _stats_at
+        self._stats_at: float | None = None
         self._batch_t0: float | None = None
         self._attaching = False
         self._arrived: list[str] = []           # arrivals handed out by the last poll
@@ -179,16 +180,11 @@ class RayBackend(RunsMixin, CommandsMixin, RecoveryMixin):
 
     def job_stats(self, job_id: str) -> dict:
         """STATS_KEYS, measured (dlsched.runtime.progress); read once per job per poll."""
-        key = (job_id, self._now)
-        hit = self._stats_cache.get(key)
+        if self._stats_at != self._now:
+            self._stats_cache, self._stats_at = {}, self._now
+        hit = self._stats_cache.get(job_id)
         if hit is None:
-            if len(self._stats_cache) > 4096:
-                self._stats_cache.clear()
-            try:
-                gpus = float(sum(t.demand[GPU] for t in self._tasks_of(job_id)))
-            except KeyError:
-                gpus = 0.0
-            hit = self._stats_cache[key] = job_stats(self.store, job_id, self.epoch, gpus, time.time())
+            hit = self._stats_cache[job_id] = job_stats(self.store, job_id, self.epoch, time.time())
         return dict(hit)
 
     def close(self) -> None:

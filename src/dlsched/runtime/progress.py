@@ -33,8 +33,17 @@ _RUN_START = ("started", "reattached")
 _RUN_END = ("stopped", "finished", "gang_broken", "requeued", "start_failed", "cancelled")
 
 
-def job_stats(store, job_id: str, epoch: float, gpus: float, now: float) -> dict:
-    """`gpus`: what the job holds per run (its tasks' GPU demand); `now`: wall-clock time."""
+def job_gpus(job: dict) -> float:
+    """GPUs the job holds while it runs: its tasks' GPU demand, with the worker count of its
+    latest run (a resize changes it)."""
+    from dlsched.core.types import GPU
+    from dlsched.runtime.spec import RuntimeJobSpec
+    spec = RuntimeJobSpec(**job["spec"])
+    return float(sum(t.demand[GPU] for t in spec.tasks(job["workers"] or None)))
+
+
+def job_stats(store, job_id: str, epoch: float, now: float) -> dict:
+    """`now`: wall-clock time (a run still going counts until then)."""
     out = {"step": None, "remaining": None, "progress": 0.0, "rate": 0.0, "loss": None, "gpu_s": 0.0,
            "first_progress_s": None, "suspends": 0, "resumes": 0, "switch_lost_s": 0.0,
            "switch_lost_gpu_s": 0.0, "nic_bytes": 0.0, "cross_rack_bytes": 0.0}
@@ -48,7 +57,9 @@ def job_stats(store, job_id: str, epoch: float, gpus: float, now: float) -> dict
         out["remaining"] = max(float(total) - step, 0.0)
         out["progress"] = min(step / float(total), 1.0)
     if j["state"] == "done":
-        out["progress"], out["remaining"] = 1.0, 0.0 if total else out["remaining"]
+        out["progress"] = 1.0
+        if total:
+            out["remaining"] = 0.0
     recent = store.stats(job_id, since_step=step - RATE_WINDOW - 1)
     if recent:
         out["loss"] = recent[-1]["loss"]
@@ -74,14 +85,13 @@ def job_stats(store, job_id: str, epoch: float, gpus: float, now: float) -> dict
             except ValueError:
                 pass
     running = j["state"] == "running" and runs and runs[-1][1] is None
+    gpus = job_gpus(j)
     out["gpu_s"] = gpus * sum((end if end is not None else now) - start for start, end in runs)
     out["resumes"] = max(len(runs) - 1, 0)
     lost = stop_s
-    if len(runs) > 1:
-        times = [r["time"] for r in store.stats(job_id)]
-        for start, end in runs[1:]:
-            after = [t for t in times if t >= start and (end is None or t <= end)]
-            lost += ((min(after) if after else (end if end is not None else now)) - start)
+    for start, end in runs[1:]:
+        first_step = store.first_step_time(job_id, start, end)
+        lost += (first_step if first_step is not None else (end if end is not None else now)) - start
     out["switch_lost_s"] = lost
     out["switch_lost_gpu_s"] = lost * gpus
     if running:

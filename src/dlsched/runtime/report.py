@@ -40,7 +40,8 @@ def result_from_store(store, epoch: float, total_gpus: int, *, policy: str, clus
             continue
         pls = tuple(TaskPlacement(int(t), int(n), tuple(int(g) for g in ids)) for t, n, ids in r["placements"])
         spec = specs[jid].to_jobspec(jid, jobs[jid]["submit_time"] - epoch) if kind == "arrival" else None
-        log.append(LogRecord(r["time_s"], kind, jid, r["detail"] or "", pls, r["cost"], r["packed"], spec))
+        log.append(LogRecord(r["time_s"], kind, jid, r["detail"] or "", placements=pls, cost=r["cost"],
+                             packed=r["packed"], spec=spec))
         if kind == "arrival":
             queued.add(jid)
         elif kind in _TAKE:
@@ -68,9 +69,6 @@ def result_from_store(store, epoch: float, total_gpus: int, *, policy: str, clus
         else:
             samples.append(sample)
     now = time.time()
-    for jid, spec in specs.items():
-        gpus = float(sum(t.demand[GPU] for t in spec.tasks(jobs[jid]["workers"] or None)))
-        st = job_stats(store, jid, epoch, gpus, now)
-        log.append(LogRecord(now - epoch, "stats", jid, "", (), None, False, None, st))
+    log += [LogRecord(now - epoch, "stats", jid, stats=job_stats(store, jid, epoch, now)) for jid in specs]
     return result_from_log(log, samples, [], total_gpus=total_gpus, policy=policy,
                            cluster_name=cluster_name, workload_name="runtime")

@@ -177,7 +177,7 @@ class BodyLimit:
 
 
 class _TooLarge(Exception):
-    pass
+    """A request body over the limit (answered 413)."""
 
 
 def make_app(server: "Server"):
@@ -244,13 +244,11 @@ def make_app(server: "Server"):
     def job(job_id: str):
         j = job_or_404(job_id)
         last = server.store.stats(job_id, since_step=max(j["step"] - 2, -1))
-        spec = j["spec"]
-        gpus = float((j["workers"] or spec.get("workers", 1)) * spec.get("gpus_per_worker", 1))
-        return {**_summary(j), "spec": spec, "error": j["error"], "failed_rank": j.get("failed_rank"),
+        return {**_summary(j), "spec": j["spec"], "error": j["error"], "failed_rank": j.get("failed_rank"),
                 "allocation": server.store.allocation(job_id),
                 "checkpoints": server.store.checkpoints(job_id), "last_stats": last[-1] if last else None,
                 # what the policies read (dlsched.scheduler.backend.STATS_KEYS), measured
-                "progress": job_stats(server.store, job_id, server.backend.epoch, gpus, time.time())}
+                "progress": job_stats(server.store, job_id, server.backend.epoch, time.time())}
 
     @api.get("/report")
     def report():

@@ -6,6 +6,7 @@ state, and the allocations name the rank workers it was running on.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import threading
@@ -141,7 +142,6 @@ class Store:
 
     # -- the scheduler's typed event log (dlsched.scheduler.eventlog), kept across restarts --------
     def log_record(self, rec) -> None:
-        import dataclasses
         c = rec.cost
         cost = None if c is None else json.dumps(dataclasses.asdict(c) if dataclasses.is_dataclass(c) else repr(c))
         self._x("INSERT INTO schedlog (time_s, kind, job_id, detail, placements, cost, packed) VALUES (?,?,?,?,?,?,?)",
@@ -173,6 +173,12 @@ class Store:
             self.db.executemany("INSERT OR REPLACE INTO stats VALUES (?,?,?,?,?,?,?,?)", rows)
             self.db.execute("UPDATE jobs SET step=MAX(step, ?) WHERE job_id=?",
                             (max(r["step"] for r in recs) + 1, job_id))
+
+    def first_step_time(self, job_id: str, after: float, before: float | None = None) -> float | None:
+        """When the job's first step record at or after `after` (and not after `before`) was made."""
+        row = self._x("SELECT MIN(time) FROM stats WHERE job_id=? AND time>=? AND time<=?",
+                      (job_id, after, float("inf") if before is None else before))
+        return row[0][0] if row else None
 
     def stats(self, job_id: str, since_step: int = -1, limit: int = 100000) -> list[dict]:
         rows = self._x("SELECT * FROM stats WHERE job_id=? AND step>? ORDER BY step LIMIT ?",

@@ -68,6 +68,16 @@ def capabilities_of(backend) -> frozenset:
     return caps
 
 
+def capability_gap(needs: dict[str, list[str]], have, backend: str = "backend") -> str:
+    """What of `needs` (capability -> components needing it) is not in `have`, as one phrase
+    ("" when nothing is missing): the message both the Scheduler and the CLI give."""
+    missing = {cap: who for cap, who in needs.items() if cap not in have}
+    if not missing:
+        return ""
+    what = "; ".join(f"{cap} (needed by {', '.join(who)})" for cap, who in sorted(missing.items()))
+    return f"{what}; the {backend} can: {', '.join(sorted(have)) or 'nothing declared'}"
+
+
 @runtime_checkable
 class Backend(Protocol):
     capabilities: frozenset

@@ -44,7 +44,7 @@ from dlsched.cluster.state import Snapshot
 from dlsched.core.errors import DlschedError
 from dlsched.core.types import JobSpec, Launch, Plan, Resume, Status, TaskSpec
 from dlsched.scheduler import events as ev
-from dlsched.scheduler.backend import capabilities_of
+from dlsched.scheduler.backend import capabilities_of, capability_gap
 from dlsched.scheduler.context import _SETTLED, JobRecord, JobState, RoundContext  # noqa: F401 (re-exported)
 from dlsched.scheduler.contain import contained_round
 from dlsched.scheduler.eventlog import LogRecord
@@ -89,8 +89,8 @@ class Scheduler:
         self._cap_total: np.ndarray | None = None
         self.round_errors: list[tuple[float, str | None, str]] = []   # (time, job or None, error)
 
-    def _log(self, fields: tuple) -> None:
-        rec = LogRecord(*fields)
+    def _log(self, *fields, **kw) -> None:
+        rec = LogRecord(*fields, **kw)
         self.log.append(rec)
         if self.sink is not None:
             self.sink(rec)
@@ -98,12 +98,10 @@ class Scheduler:
     def check_backend(self, backend) -> None:
         """Refuse to run a profile on a backend that cannot carry out what it decides (both
         named): never a silent degradation."""
-        have = capabilities_of(backend)
-        missing = {cap: who for cap, who in self.profile.needs().items() if cap not in have}
-        if missing:
-            what = "; ".join(f"{cap} (needed by {', '.join(who)})" for cap, who in sorted(missing.items()))
+        gap = capability_gap(self.profile.needs(), capabilities_of(backend))
+        if gap:
             raise DlschedError(f"profile {self.profile.name} needs what backend {type(backend).__name__} "
-                               f"cannot do: {what}; the backend can: {', '.join(sorted(have)) or 'nothing declared'}")
+                               f"cannot do: {gap}")
 
     def context(self, snap: Snapshot, txn: Transaction | None = None) -> RoundContext:
         """A round's context over `snap` (tests and tools build rounds by hand through this)."""
@@ -122,7 +120,7 @@ class Scheduler:
             self._settle_service(rec, e.time)
             rec.placed.pop(e.task, None)
             rec.done_tasks.add(e.task)
-            self._log((e.time, "task_finish", rec.job_id, str(e.task)))
+            self._log(e.time, "task_finish", rec.job_id, str(e.task))
             self._dirty = True
         elif isinstance(e, ev.JobFinish):
             rec = self.jobs[e.job_id]
@@ -133,7 +131,7 @@ class Scheduler:
             self.n_done += 1
             self.running.pop(rec.job_id, None)
             self._remove_from_queue(rec)
-            self._log((e.time, "finish", rec.job_id, ""))
+            self._log(e.time, "finish", rec.job_id, "")
             self._dirty = True
         elif isinstance(e, ev.JobStopped):
             rec = self.jobs[e.job_id]
@@ -144,7 +142,7 @@ class Scheduler:
                 rec.state = JobState.SUSPENDED
                 rec.preemptions += 1
                 self._enqueue(rec)
-            self._log((e.time, "stopped", rec.job_id, e.reason))
+            self._log(e.time, "stopped", rec.job_id, e.reason)
             self._dirty = True
         elif isinstance(e, ev.JobHeld):
             rec = self.jobs[e.job_id]
@@ -155,7 +153,7 @@ class Scheduler:
             self.running.pop(rec.job_id, None)
             self._remove_from_queue(rec)
             rec.state = JobState.HELD
-            self._log((e.time, "held", rec.job_id, e.reason))
+            self._log(e.time, "held", rec.job_id, e.reason)
             self._dirty = True
         elif isinstance(e, ev.JobReleased):
             rec = self.jobs[e.job_id]
@@ -163,10 +161,10 @@ class Scheduler:
                 # a job that ran before resumes from its checkpoint; one that never ran launches
                 rec.state = JobState.SUSPENDED if rec.first_start_s is not None else JobState.PENDING
                 self._enqueue(rec)
-                self._log((e.time, "released", rec.job_id, ""))
+                self._log(e.time, "released", rec.job_id, "")
                 self._dirty = True
         elif isinstance(e, (ev.NodeDown, ev.NodeUp)):
-            self._log((e.time, type(e).__name__, "", str(e.node)))
+            self._log(e.time, type(e).__name__, "", str(e.node))
             self._dirty = True
         elif isinstance(e, ev.RoundTick):
             self._next_tick = None
@@ -177,13 +175,13 @@ class Scheduler:
         job = e.job
         rec = JobRecord(job, job.tasks)
         self.jobs[job.job_id] = rec
-        self._log((e.time, "arrival", job.job_id, "", (), None, False, job))
+        self._log(e.time, "arrival", job.job_id, spec=job)
         reason = self._never_fits(job, backend)
         if reason:
             rec.state = JobState.REJECTED
             rec.reject_reason = reason
             self.n_done += 1
-            self._log((e.time, "rejected", job.job_id, reason))
+            self._log(e.time, "rejected", job.job_id, reason)
             return
         self._enqueue(rec)
         self._dirty = True
@@ -391,7 +389,7 @@ class Scheduler:
                 rec.state = JobState.SUSPENDED
                 rec.preemptions += 1
                 self._enqueue(rec)
-                self._log((now, "suspend", rec.job_id, "", (), d.cost))
+                self._log(now, "suspend", rec.job_id, cost=d.cost)
                 continue
             self._settle_service(rec, now)
             if kind == "migrate":
@@ -403,8 +401,8 @@ class Scheduler:
             else:  # launch / resume
                 for tp in d.placements:
                     rec.placed[tp.task] = tp
-            self._log((now, kind, rec.job_id, ";".join(f"{tp.task}@{tp.node}" for tp in d.placements),
-                       d.placements, d.cost, isinstance(d, (Launch, Resume)) and d.packed))
+            self._log(now, kind, rec.job_id, ";".join(f"{tp.task}@{tp.node}" for tp in d.placements),
+                      placements=d.placements, cost=d.cost, packed=isinstance(d, (Launch, Resume)) and d.packed)
             whole = not rec.unplaced()
             if whole or rec.spec.kind == "tasks":
                 if rec.first_start_s is None:

@@ -48,7 +48,7 @@ class RateChange:
 
 @dataclass(frozen=True, slots=True)
 class Tick:
-    pass
+    """A periodic round is due (Backend.wake_at)."""
 
 
 @dataclass(frozen=True, slots=True)
