@@ -1,6 +1,6 @@
-"""Optimus (policies/actions/optimus.py): the marginal-gain allocation worked out by hand with a
-table speed model, PS placement on the fewest servers with equal numbers per server, suspension
-and resize decisions, and parameter validation."""
+"""Optimus (policies/allocate/optimus.py, policies/actions/optimus.py): the marginal-gain
+allocation worked out by hand with a table speed model, PS placement on the fewest servers with
+equal numbers per server, suspension and resize decisions, and parameter validation."""
 import types
 
 import pytest
@@ -9,7 +9,8 @@ import dlsched
 import dlsched.policies  # noqa: F401
 from dlsched.cluster import cluster_from_dict
 from dlsched.core.types import Resize, Role
-from dlsched.policies.actions.optimus import Optimus, _GpuPool, job_tasks, shape
+from dlsched.policies.actions.optimus import OptimusPlace, _GpuPool
+from dlsched.policies.allocate.optimus import OptimusAllocate, job_tasks, shape
 from dlsched.scheduler.core import Scheduler, build_profile
 from dlsched.scheduler.framework import build
 from dlsched.scheduler.transaction import Transaction
@@ -20,7 +21,7 @@ ONE = {"node_groups": [{"count": 1, "gpus": 4, "gpu_mem_gb": 32, "cpus": 32, "me
 TWO = {"node_groups": [{"count": 2, "gpus": 4, "gpu_mem_gb": 32, "cpus": 32, "mem_gb": 128}]}
 
 
-class TableOptimus(Optimus):
+class TableOptimus(OptimusAllocate):
     """Optimus with a hand-written iteration-time table (the algorithm under test is the
     allocation, not the speed model)."""
     TABLE = {"A": {1: 1.0, 2: 0.5, 3: 1 / 3, 4: 0.25},     # perfect scaling
@@ -36,10 +37,10 @@ def job(job_id, t, iterations, workers=1, **kw):
 
 
 def first_round(jobs):
-    """(the TableOptimus action, the plan) of the first round over `jobs` on ONE."""
+    """(the TableOptimus allocator, the plan) of the first round over `jobs` on ONE."""
     opt = TableOptimus()
     profile = build_profile("optimus")
-    profile.placers[0] = opt
+    profile.allocator = opt
     sched = Scheduler(profile)
     backend = SimBackend(cluster_from_dict(ONE), jobs)
     for e in backend.poll():
@@ -81,7 +82,7 @@ def test_ps_job_goes_to_the_fewest_servers_with_equal_workers_and_ps():
         snap = backend.snapshot()
         ctx = types.SimpleNamespace(txn=Transaction(snap), snap=snap)
         tasks = job_tasks(spec, w, p)
-        assert Optimus()._place(ctx, "P", tasks, _GpuPool(ctx.txn.free, snap.up))
+        assert OptimusPlace()._place(ctx, "P", tasks, _GpuPool(ctx.txn.free, snap.up))
         got = {}
         for tp in ctx.txn.reserved("P"):
             role = tasks[tp.task].role
@@ -99,7 +100,7 @@ def test_allreduce_job_fills_the_most_free_node_first():
     ctx.txn.free[0, 0] -= 1
     spec = job("R", 0, 10)
     tasks = job_tasks(spec, 5, 0)
-    assert Optimus()._place(ctx, "R", tasks, _GpuPool(ctx.txn.free, snap.up))
+    assert OptimusPlace()._place(ctx, "R", tasks, _GpuPool(ctx.txn.free, snap.up))
     nodes = sorted(tp.node for tp in ctx.txn.reserved("R"))
     assert nodes == [0, 1, 1, 1, 1]
 
@@ -118,4 +119,46 @@ def test_a_job_whose_minimum_does_not_fit_waits():
                                     {"early_factor": 1.5}, {"min_samples": 0}, {"max_workers": -1}])
 def test_bad_parameters(params):
     with pytest.raises(Exception):
-        build("place", "optimus", params)
+        build("allocate", "optimus", params)
+
+
+def test_a_resizing_allocator_needs_a_placer_that_carries_its_allocation():
+    from dataclasses import replace
+
+    from dlsched.core.errors import ConfigError
+    from dlsched.scheduler.framework import REGISTRY
+    from dlsched.scheduler.profile import Profile
+    spec = REGISTRY.get("profile", "optimus")
+    with pytest.raises(ConfigError, match="allocate.*no placer of this profile carries"):
+        Profile(replace(spec, placers=()))
+
+
+def test_the_allocation_is_published_read_only_and_names_running_jobs():
+    # After the first round's plan is applied, A and B run; the next round's allocation names
+    # both (running jobs included), as their current task tuples when (w, p) stays.
+    import types as _t
+    opt = TableOptimus()
+    profile = build_profile("optimus")
+    profile.allocator = opt
+    sched = Scheduler(profile)
+    backend = SimBackend(cluster_from_dict(ONE), [job("A", 0, 100), job("B", 0, 1000)])
+    for e in backend.poll():
+        sched.handle(e, backend)
+    sched._stats = backend.job_stats
+    plan = sched.round(backend.snapshot())
+    sched.commit_round()
+    backend.apply(plan)
+    sched._after_apply(plan, backend.now())
+    seen = {}
+    orig = profile.placers[0].place
+
+    def spy(ctx):
+        seen["alloc"] = ctx.allocation
+        orig(ctx)
+    profile.placers[0].place = spy
+    assert len(sched.round(backend.snapshot())) == 0          # nothing changes
+    alloc = seen["alloc"]
+    assert isinstance(alloc, _t.MappingProxyType)
+    assert set(alloc) == {"A", "B"}
+    assert all(sched.jobs[j].state.value == "running" for j in alloc)
+    assert alloc["B"] is sched.jobs["B"].tasks and shape(alloc["B"]) == (3, 0)

@@ -60,24 +60,26 @@ def test_heuristic_is_never_better_than_the_program_on_random_cases():
 def test_greedy_reimplementation_matches_the_policy_on_a_first_round():
     """All jobs arrive at 0 on an empty cluster: Optimus's first round allocates from T = the
     iterations x its oracle iteration times, early factor on every job."""
-    from dlsched.policies.actions.optimus import Optimus
+    from dlsched.policies.allocate.optimus import OptimusAllocate
     from dlsched.scheduler.core import Scheduler, build_profile
     from dlsched.sim.backend import SimBackend
     from dlsched.workload.generators import gen_seed001
     cl = small_cluster(2)
     specs = [replace(s, submit_time_s=0.0, iterations=50.0) for s in gen_seed001(5, jobs=6)]
     profile = build_profile("optimus")
-    opt = next(a for a in profile.placers if isinstance(a, Optimus))
+    opt = profile.allocator
+    assert isinstance(opt, OptimusAllocate)
     first = []
-    orig = opt.place
+    orig = opt.allocate
 
-    def spy(ctx):
-        orig(ctx)
+    def spy(jobs, ctx):
+        out = orig(jobs, ctx)
         if not first:
             first.append(dict(opt.last_alloc))
-    opt.place = spy
+        return out
+    opt.allocate = spy
     Scheduler(profile, seed=0).run(SimBackend(cl, specs))
-    jobs = tables_for(specs, [s.iterations for s in specs], cl, opt=Optimus())
+    jobs = tables_for(specs, [s.iterations for s in specs], cl, opt=OptimusAllocate())
     for j in jobs:
         j.factor = 0.95
     assert greedy_allocate(jobs, cl.capacity.sum(axis=0)) == first[0]

@@ -37,11 +37,11 @@ GAP_CASES = 20
 
 
 def _simulate(cluster, jobs, profile_name: str, cfg, seed: int):
-    """One run; returns (SimResult, the profile's Optimus action or None)."""
+    """One run; returns (SimResult, the profile's Optimus allocator or None)."""
     from dlsched.api import load_policy_config
     from dlsched.cluster.topology import load_cluster
     from dlsched.metrics import build_result
-    from dlsched.policies.actions.optimus import Optimus
+    from dlsched.policies.allocate.optimus import OptimusAllocate
     from dlsched.scheduler.core import Scheduler, build_profile
     from dlsched.sim.backend import SimBackend
     cl = load_cluster(cluster)
@@ -50,7 +50,7 @@ def _simulate(cluster, jobs, profile_name: str, cfg, seed: int):
     sched = Scheduler(profile, seed=seed)
     sched.run(backend)
     res = build_result(sched, backend, policy=profile_name, cluster_name=cl.name, workload_name="jobs")
-    return res, next((a for a in profile.actions if isinstance(a, Optimus)), None)
+    return res, profile.allocator if isinstance(profile.allocator, OptimusAllocate) else None
 
 
 def convergence_errors(opt, specs, fractions=(0.25, 0.5, 0.9)) -> dict[str, float]:

@@ -44,7 +44,7 @@ class SimResult:
     timeline: Any             # pandas.DataFrame: time_s, allocated_gpus, effective_gpus, partial_gpus, running_jobs, queued_jobs
     rounds: Any = None        # pandas.DataFrame: time_s, wall_s (scheduling time), queued_jobs per round
     events: list = field(default_factory=list)      # the engine's event log: (time_s, kind, job_id, detail)
-    decisions: list = field(default_factory=list)   # the scheduler's log
+    decisions: list = field(default_factory=list)   # the scheduler's log, less its round records
 
     def save(self, out_dir: str | Path, provenance: dict | None = None) -> Path:
         """jobs.parquet, timeline.parquet, rounds.parquet, events.parquet and summary.json in out_dir
@@ -177,24 +177,33 @@ def jobs_from_log(log) -> dict[str, _Job]:
     return jobs
 
 
+def _round(rec) -> tuple[float, int]:
+    """(wall seconds, queued jobs) of a round record: its stats, or its detail as a store keeps
+    it ("<wall> <queued>")."""
+    if rec.stats is not None:
+        return float(rec.stats[0]), int(rec.stats[1])
+    wall, queued = (rec.detail or "0 0").split()
+    return float(wall), int(queued)
+
+
 def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload_name: str) -> SimResult:
-    """The run's metrics, from the scheduler's event log with each job's final counters
-    appended (`stats` records), the utilisation samples and the round times."""
+    """The run's metrics, from the scheduler's event log (with its round records) with each
+    job's final counters appended (`stats` records), and the utilisation samples."""
     from dlsched.scheduler.eventlog import LogRecord
     now = backend.now()
     log = list(scheduler.log) + [LogRecord(now, "stats", j, stats=backend.job_stats(j))
                                  for j in scheduler.jobs]
     eff = backend.effective_gpu_s() if hasattr(backend, "effective_gpu_s") else None
-    return result_from_log(log, scheduler.timeline, scheduler.rounds, total_gpus=backend.cluster.total_gpus,
+    return result_from_log(log, scheduler.timeline, total_gpus=backend.cluster.total_gpus,
                            effective_gpu_s=eff, engine_log=list(backend.log), policy=policy,
                            cluster_name=cluster_name, workload_name=workload_name)
 
 
-def result_from_log(log, timeline, rounds_log, *, total_gpus: int, effective_gpu_s: float | None = None,
+def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | None = None,
                     engine_log=(), policy: str = "", cluster_name: str = "", workload_name: str = "") -> SimResult:
     """Every metric of a run from its typed event log (dlsched.scheduler.eventlog), its
-    utilisation samples (time, allocated, effective, partial GPUs, running, queued jobs) and its
-    rounds (time, wall seconds, queued jobs). `effective_gpu_s`: the exact integral when the
+    utilisation samples (time, allocated, effective, partial GPUs, running, queued jobs); round
+    times come from its `round` records. `effective_gpu_s`: the exact integral when the
     backend has it (the simulator), else the samples' integral."""
     import pandas as pd
 
@@ -257,6 +266,7 @@ def result_from_log(log, timeline, rounds_log, *, total_gpus: int, effective_gpu
         eff_s = effective_gpu_s
     partial_s = _integral(t, tl.partial_gpus.to_numpy(dtype=float), t0, max(t1, float(t[-1]) if len(t) else t1))
     with_deadline = jobs[jobs.deadline_s.notna()]
+    rounds_log = [(r[0], *_round(r)) for r in log if r[1] == "round"]
     rounds = np.asarray([w for _, w, _ in rounds_log], dtype=float)
 
     def pct(q):
@@ -303,5 +313,7 @@ def result_from_log(log, timeline, rounds_log, *, total_gpus: int, effective_gpu
     }
     summary = {k: _clean(v) for k, v in summary.items()}
     rounds_df = pd.DataFrame(rounds_log, columns=["time_s", "wall_s", "queued_jobs"])
+    # decisions: the log without its round records (their wall seconds are the one thing in
+    # the log that is not a function of the seed; the rounds table keeps them)
     return SimResult(policy, cluster_name, workload_name, total, jobs, summary, tl, rounds_df,
-                     list(engine_log), list(log))
+                     list(engine_log), [r for r in log if r[1] != "round"])

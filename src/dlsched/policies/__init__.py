@@ -1,7 +1,7 @@
 """Every policy module, imported once so that it registers itself. Adding a policy: write its
 module under order/, allocate/, place/ or actions/, add one import line here, add its test."""
 from dlsched.policies.order import fifo, remaining_work  # noqa: F401
-from dlsched.policies.allocate import requested  # noqa: F401
+from dlsched.policies.allocate import requested, optimus as optimus_allocate  # noqa: F401
 from dlsched.policies.place import fits, first_fit  # noqa: F401
 from dlsched.policies.place import tetris, resource_allocation, colocate  # noqa: F401
 from dlsched.policies import profiles  # noqa: F401

@@ -27,6 +27,7 @@ class JobState(enum.Enum):
     REJECTED = "rejected"      # can never fit this cluster
 
 
+_EMPTY = MappingProxyType({})
 _SETTLED = (JobState.DONE, JobState.HELD, JobState.REJECTED)   # not in the queue, not running
 
 
@@ -80,16 +81,19 @@ class RoundContext:
     queue    the waiting jobs in the order's order (a list the round owns)
     running  the jobs holding all their tasks, in arrival order of their records
     rng      the run's seeded numpy Generator
+    allocation  the round's allocation (read-only {job_id: tasks}, see framework.Allocate):
+             empty until the allocator ran and for allocators that never resize
     stats    the backend's per-job counters: stats(job_id) -> dict with the keys of
              dlsched.scheduler.backend.STATS_KEYS; None outside a run
     """
-    __slots__ = ("snap", "txn", "now", "jobs", "queue", "rng", "stats", "_sched")
+    __slots__ = ("snap", "txn", "now", "jobs", "queue", "rng", "stats", "allocation", "_sched")
 
     def __init__(self, snap: Snapshot, txn: Transaction, now: float, jobs, queue: list, rng: np.random.Generator,
                  sched, stats: Callable[[str], dict] | None = None):
         self.snap, self.txn, self.now = snap, txn, now
         self.jobs = jobs if isinstance(jobs, MappingProxyType) else MappingProxyType(jobs)
         self.queue, self.rng, self.stats, self._sched = queue, rng, stats, sched
+        self.allocation = _EMPTY
 
     @property
     def cluster(self):
@@ -137,3 +141,28 @@ class RoundContext:
             if isinstance(a, cls):
                 return a
         return None
+
+    def choose_node(self, job: JobSpec, task: TaskSpec, *, txn: Transaction | None = None,
+                    allowed: np.ndarray | None = None) -> tuple[int | None, str]:
+        """The profile's placement engine for one task: (node, "") or (None, why).
+
+        The choice the round's own per-task placement makes (Scheduler.choose_node): the nodes
+        that are up, in `allowed` (a bool mask over all nodes; None: every node) and pass every
+        filter of the profile, then the profile's scorers by weight, ties to the lowest node id.
+        It is evaluated on `txn` (None: the round's transaction): its `free` array, and its
+        reservations, which filters such as co-location read. Policies that try placements
+        (preemption's "would they fit?", migration, defragmentation) call it on a fork
+        (`ctx.txn.fork()`), reserve the answer there, and turn the trial into decisions on
+        `ctx.txn` only once the whole job fits: one placement engine for trials and decisions.
+
+        Pure: reads the given transaction and the round's view, reserves nothing and changes
+        neither transaction (the caller reserves); the same arguments on the same state give
+        the same answer."""
+        view = self
+        if txn is not None and txn is not self.txn:
+            view = RoundContext.__new__(RoundContext)     # the same view over the trial transaction
+            for attr in RoundContext.__slots__:
+                if hasattr(self, attr):
+                    setattr(view, attr, getattr(self, attr))
+            view.txn = txn
+        return self._sched.choose_node(view, job, task, None, allowed)

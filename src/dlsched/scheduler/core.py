@@ -9,7 +9,8 @@ Run loop (`Scheduler.run(backend)`):
 
 A round (`Scheduler.round`):
     1. order:    waiting jobs sorted by profile.order's key + (submit_time_s, job_id)
-    2. allocate: how many tasks each waiting job gets (default: what it asked for)
+    2. allocate: the tasks each job should hold (default: what it asked for), as ctx.allocation;
+                 a resizing allocator's is carried out by a placer (Optimus)
     3. place:    for each job in order, each unplaced task: filters -> candidate nodes ->
                  scorers (weighted) -> best node (ties: lowest node id) -> txn.reserve
                  then txn.commit(job, gang=profile.gang); with profile.blocking, the first job
@@ -70,6 +71,7 @@ class Scheduler:
         self.queue: list[JobRecord] = []          # waiting: PENDING, PARTIAL, SUSPENDED
         self.running: dict[str, JobRecord] = {}   # RUNNING (and PARTIAL tasks jobs that run)
         self.rounds: list[tuple[float, float, int]] = []   # (time_s, wall_s, queued jobs) per round
+        self._last_round: tuple[float, float, int] | None = None   # the round not yet committed
         self.log: list[LogRecord] = []            # the typed event log (dlsched.scheduler.eventlog)
         self.sink: Callable[[LogRecord], None] | None = None   # sees every record as it is written
         self.timeline: list[tuple[float, float, float, float, int, int]] = []
@@ -279,12 +281,7 @@ class Scheduler:
                 rec.key = (*key(rec, ctx), rec.submit_time_s, rec.job_id)
             queue = sorted(self.queue, key=lambda r: r.key)
         ctx.queue = queue
-        allocs = self.profile.allocator.allocate(queue, ctx)
-        if allocs:
-            for rec in queue:
-                new_tasks = allocs.get(rec.job_id)
-                if new_tasks is not None and new_tasks != rec.tasks and not rec.placed:
-                    rec.tasks = tuple(new_tasks)
+        ctx.allocation = MappingProxyType(self.profile.allocator.allocate(queue, ctx))
         for action in self._pre_actions:
             action.before_place(ctx)
         for placer in self.profile.placers:
@@ -306,7 +303,8 @@ class Scheduler:
                     break
         for action in self._post_actions:
             action.act(ctx)
-        self.rounds.append((snap.now, _time.perf_counter() - t0, len(queue)))
+        self._last_round = (snap.now, _time.perf_counter() - t0, len(queue))
+        self.rounds.append(self._last_round)
         return txn.plan
 
     def place(self, rec: JobRecord, ctx: RoundContext) -> Status:
@@ -426,8 +424,13 @@ class Scheduler:
             self.observe(now, [], plan)
 
     def commit_round(self) -> None:
-        """The last round's plan is the one carried out: its policy state changes stay."""
+        """The last round's plan is the one carried out: its policy state changes stay, and the
+        round goes into the log (a `round` record: its wall seconds and queued jobs)."""
         self._saved = None
+        if self._last_round is not None:
+            now, wall, queued = self._last_round
+            self._log(now, "round", "", f"{wall:.6g} {queued}", stats=(wall, queued))
+            self._last_round = None
 
     def execute(self, plan: Plan, backend) -> None:
         """Apply a plan made outside a round (an operator's migrate, a runtime re-attaching to

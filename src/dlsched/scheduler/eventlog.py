@@ -12,11 +12,14 @@ same on both backends (the Scheduler writes it, whichever backend it drives).
                 backend's own cost applies
     packed      the job shares its GPUs with the job(s) already on them (GPU sharing)
     spec        the JobSpec (arrival records)
-    stats       the backend's job_stats (STATS_KEYS) for the job (stats records)
+    stats       the backend's job_stats (STATS_KEYS) for the job (stats records); for round
+                records, (wall seconds the round took, jobs waiting in it)
 
 Records compare and unpack as tuples, so `for t, kind, job_id, *_ in log` reads the first four.
-dlsched.metrics.result computes every metric of a run from this log (plus the utilisation
-samples and round times), so both backends get the same summary and tables.
+dlsched.metrics.result computes every metric of a run from this log, so both backends get the
+same summary and tables. Utilisation is the one input beside it: allocated GPUs follow from the
+log's placements (the runtime derives its samples from them), but the simulator's effective and
+partly held GPUs come from its speed model, so its backend hands those samples over directly.
 A `sink` given to the Scheduler sees each record as it is written (the runtime keeps them in its
 store, so the log outlives a server restart).
 """
@@ -38,6 +41,8 @@ KINDS = {
     "finish": "finished (or cancelled, or failed for good, on the runtime)",
     "task_finish": "one task of a bag of tasks ended (detail: its index)",
     "stats": "the job's counters as the backend measured them (appended when a run's result is built)",
+    "round": "a scheduling round whose plan was carried out (stats: (wall seconds, queued jobs); "
+             "detail: the same as text, as a store keeps it)",
     "NodeDown": "a node went down (detail: node id)",
     "NodeUp": "a node came (back) up (detail: node id)",
 }

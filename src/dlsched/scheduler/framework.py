@@ -103,10 +103,20 @@ class Order(Component, Protocol):
 
 
 class Allocate(Component, Protocol):
+    #: the allocator may give a job another shape than it asked for, or resize and suspend
+    #: running jobs (Optimus): the profile must then have a placer that carries allocations out
+    #: (Place.carries_allocation); the framework never changes a job's tasks itself
+    resizes: ClassVar[bool] = False
+
     def allocate(self, jobs: list, ctx: "RoundContextLike") -> dict[str, tuple[TaskSpec, ...]]:
-        """{job_id: tasks}: how many workers / PS each waiting job in `jobs` gets this round
-        (absent: what it asked for). Pure; returns new TaskSpec tuples. Resizing a running job
-        is a Resize decision, which a job-level placer issues through the transaction."""
+        """{job_id: tasks}: the tasks each job should hold after this round. `jobs` is the
+        waiting queue in the order's order; a resizing allocator may also name running jobs
+        (ctx.running): a new task list for one is a resize, () a suspend; () for a waiting job
+        keeps it waiting. Absent: unchanged (a waiting job gets what it asked for). Called once
+        per round, after the order and before the actions' before_place. Reads the view; may
+        update caches and samples that are a pure function of the view (a second call on the
+        same snapshot returns the same); returns new TaskSpec tuples. The result is published
+        read-only as ctx.allocation for the placers; a non-resizing allocator returns {}."""
         ...
 
 
@@ -139,9 +149,13 @@ class Score(Component, Protocol):
 
 
 class Place(Component, Protocol):
+    #: this placer carries out the round's allocation (ctx.allocation): every job named there
+    #: is kept, resized, suspended or launched by it
+    carries_allocation: ClassVar[bool] = False
+
     def place(self, ctx: "RoundContextLike") -> None:
-        """Job-level placement (Liquid's batch GA, Gandiva's getNodes, Optimus's allocation and
-        fewest-servers placement): after order, allocate and the actions' before_place, before
+        """Job-level placement (Liquid's batch GA, Gandiva's getNodes, Optimus's fewest-servers
+        placement of its allocation): after order, allocate and the actions' before_place, before
         the per-task loop. Places whole jobs through ctx.txn (reserve, then ctx.commit), and may
         resize or suspend running ones (Resize, Suspend decisions); jobs it decided (ctx.txn.
         decided) are skipped by the per-task loop. Must be idempotent for an unchanged snapshot:
@@ -318,6 +332,9 @@ class ProfileSpec:
     event_rounds: bool = True
     source: str = ""
     params: dict = field(default_factory=dict)   # component name -> constructor params
+    #: component name -> params the real runtime uses instead (what a real program can give:
+    #: Optimus has no oracle speed there and fits what it measures); a user's params go on top
+    runtime_params: dict = field(default_factory=dict)
 
     def components(self) -> list[tuple[str, str]]:
         return ([("order", self.order), ("allocate", self.allocate)]

@@ -57,6 +57,9 @@ class Profile:
         self.scorers = [(mk("score", s), float(w)) for s, w in spec.scores]
         self.placers = [mk("place", p) for p in spec.placers]
         self.actions = [mk("action", a) for a in spec.actions]
+        if self.allocator.resizes and not any(p.carries_allocation for p in self.placers):
+            raise ConfigError(f"{base}.allocate", f"allocator {spec.allocate!r} resizes jobs, but no "
+                              "placer of this profile carries allocations out")
 
     def components(self) -> list:
         return [self.order, self.allocator, *self.filters, *(sc for sc, _ in self.scorers),
@@ -71,5 +74,13 @@ class Profile:
         return out
 
 
-def build_profile(name: str, overrides: dict | None = None) -> Profile:
-    return Profile(REGISTRY.get("profile", name), overrides)
+def build_profile(name: str, overrides: dict | None = None, *, runtime: bool = False) -> Profile:
+    """The registered profile `name`, built; `runtime`: with its runtime_params (for the real
+    runtime), under the user's own params."""
+    spec = REGISTRY.get("profile", name)
+    if runtime and spec.runtime_params:
+        over = dict(overrides or {})
+        user = over.get("params", {})
+        over["params"] = {**user, **{c: {**p, **user.get(c, {})} for c, p in spec.runtime_params.items()}}
+        overrides = over
+    return Profile(spec, overrides)

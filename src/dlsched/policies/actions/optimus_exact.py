@@ -96,10 +96,10 @@ def solve_exact(jobs: list[ExactJob], capacity, time_limit_s: float = 30.0
 
 
 def greedy_allocate(jobs: list[ExactJob], capacity) -> dict[str, tuple[int, int]]:
-    """Optimus's marginal-gain heuristic (the policy's own `optimus.greedy_allocate`) on tables.
+    """Optimus's marginal-gain heuristic (the policy's own `allocate.optimus.greedy_allocate`) on tables.
     `jobs` in arrival order; capacity = the cluster's resource vector (all free)."""
-    from dlsched.policies.actions.optimus import AllocJob
-    from dlsched.policies.actions.optimus import greedy_allocate as policy_greedy
+    from dlsched.policies.allocate.optimus import AllocJob
+    from dlsched.policies.allocate.optimus import greedy_allocate as policy_greedy
     cap = [float(c) for c in capacity]
     inv = [1.0 / c if c > 0 else 0.0 for c in cap]
     entries = []
@@ -134,8 +134,8 @@ def tables_for(specs, remaining, cluster, cap: int | None = None, opt=None) -> l
     """ExactJobs with T = remaining x Optimus's oracle seconds per iteration (packed placement,
     the job alone), for every w up to cap (default: the cluster's GPUs) and p up to w."""
     from dlsched.core.types import Role
-    from dlsched.policies.actions.optimus import Optimus
-    opt = opt or Optimus()
+    from dlsched.policies.allocate.optimus import OptimusAllocate
+    opt = opt or OptimusAllocate()
     total = cluster.capacity.sum(axis=0)
     cap = int(cap or max(int(total[0]), 1))
     out = []

@@ -29,7 +29,8 @@ the synchronous forms, b = w / rate for the asynchronous one. With fewer samples
 unknowns the NNLS solution is one of many that fit (the paper pre-runs a few configurations
 for the same reason); the policy trusts such jobs less (early_factor) until min_samples.
 Early state (fewer than opt.min_samples distinct samples): the oracle's shape
-opt.oracle_iter_time(spec, w, p) scaled by the geometric mean of observed / oracle times over
+opt.oracle_iter_time(spec, w, p) (for a model the speed model does not know, as a real program
+on the runtime: the prior shape PRIOR_THETA) scaled by the geometric mean of observed / oracle times over
 the samples there are (no sample: the oracle). Fits are cached per job in opt._fits and redone
 only when the samples change (a tuple of the sample items is the cache key); each fit also
 memoises its (w, p) -> t, since the allocation loop asks for the same few points many times.
@@ -106,6 +107,25 @@ def fit_speed(kind: str, M: float, samples: dict[tuple[int, int], float]) -> np.
     scale = np.maximum(np.abs(A).max(axis=0), 1e-12)   # columns of unit size: better conditioned
     theta, _ = nnls(A / scale, np.asarray(b, dtype=float))
     return theta / scale
+
+
+# The shape assumed for a job the speed model has no profile of (a real program on the runtime:
+# model "mlp"): compute that scales as 1/w (th0 = 1/M), a fixed step cost of 5 % of one worker's
+# step, and 1-5 % per worker, PS or w/p. Only its shape matters: the early state scales it to
+# the samples, and from min_samples samples on the NNLS fit replaces it.
+PRIOR_THETA = {"allreduce": (1.0, 0.05, 0.02), "sync": (1.0, 0.05, 0.05, 0.01, 0.01),
+               "async": (1.0, 0.05, 0.01, 0.01)}
+
+
+def prior_iter_time(spec, w: int, p: int) -> float:
+    """Seconds per iteration of the prior shape (PRIOR_THETA; th0 per sample for the synchronous
+    forms)."""
+    kind = speed_kind(spec)
+    M = _batch(spec)
+    th = list(PRIOR_THETA[kind])
+    if kind != "async":
+        th[0] /= M
+    return model_iter_time(kind, M, th, w, p)
 
 
 def model_iter_time(kind: str, M: float, theta, w: int, p: int) -> float:

@@ -1,0 +1,362 @@
+"""Optimus: elastic allocation of workers and parameter servers by marginal gain.
+
+Source: Peng et al., "Optimus: An Efficient Dynamic Resource Scheduler for Deep Learning
+Clusters", EuroSys 2018 (seed 001), and the Optimus baseline of Pollux's simulator (petuum/adaptdl,
+simulator/optimus.py, `OptimusPolicy`), whose semantics the defaults follow.
+
+Every round (the profile runs one every 60 s) all active DL jobs - running and waiting - are
+re-allocated from scratch:
+
+    T_j(w, p)  = Q_j x t_j(w, p)        time to finish: remaining iterations Q_j x seconds per
+                                         iteration with w workers and p parameter servers
+    1. in arrival order, each job gets its minimum (1 worker, and 1 PS if it uses PS) while the
+       cluster's free resources (a vector: GPUs, CPUs, memory, ...) hold it; the rest get 0;
+    2. repeatedly give one worker or one PS to the job and role with the largest
+           gain = (T_j(w, p) - T_j(w', p')) / d(task)       d = the task's dominant share of
+                                                             the cluster (max_r demand_r / cap_r)
+       (x early_factor for a job in its early state: fewer than min_samples speed samples),
+       until every gain <= 0 or nothing more fits. A job is capped at max_workers workers.
+    3. placement (the placer `optimus_place`, dlsched.policies.actions.optimus, carries the
+       allocation out): jobs whose (w, p) did not change keep their placements; a running job
+       given 0 is suspended; the others are placed in ascending order of task count. A change of
+       a job's allocation is a Resize and costs the backend's restart delay.
+
+This module is the allocator (steps 1 and 2): `OptimusAllocate.allocate` returns the tasks every
+active DL job should hold after the round, and the placer carries that out.
+
+Estimates (parameters `speed` and `remaining`):
+- speed = "oracle": t_j(w, p) from the speed model on a packed placement (for Pollux's
+  applications: the measured step times; Pollux's Optimus reads its measured profiles too).
+  speed = "fitted": Optimus's online model, fitted by non-negative least squares to the
+  (w, p, iterations/s) samples the job has shown (see `OptimusSpeedFit`); until a job has
+  min_samples distinct samples its oracle shape is scaled to what it showed.
+- remaining = "oracle": Q_j = the iterations the job still has to run (the backend's counter; the
+  simulator knows it, as Pollux's Optimus reads its validation profiles).
+  remaining = "fitted": the loss-curve fit of the paper (see `OptimusConvergence`).
+
+Jobs with no speed model (a trace's duration, no model): their speed does not depend on w, so
+they are rigid - they get their requested tasks in arrival order when those fit, or nothing.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from dlsched.core.types import Role, TaskSpec
+from dlsched.scheduler.context import JobState
+from dlsched.scheduler.framework import Allocate, register
+
+_EPS = 1e-9
+SPEEDS = ("oracle", "fitted")
+REMAININGS = ("oracle", "fitted")
+# Pollux's simulator (simulator.py, get_optimus_job_info): ncf jobs never get more than 1 replica.
+POLLUX_MAX_REPLICAS = {"ncf": 1}
+
+
+def job_tasks(spec, workers: int, ps: int) -> tuple[TaskSpec, ...]:
+    """The job's task list with `workers` workers and `ps` parameter servers (demands copied from
+    its own first worker and first PS; workers first, as the workload schema builds them)."""
+    w0 = next(t for t in spec.tasks if t.role is Role.WORKER)
+    p0 = next((t for t in spec.tasks if t.role is Role.PS), None)
+    tasks = [TaskSpec(i, Role.WORKER, w0.demand) for i in range(workers)]
+    if ps:
+        if p0 is None:
+            raise ValueError(f"job {spec.job_id} has no parameter server to copy")
+        tasks += [TaskSpec(workers + j, Role.PS, p0.demand) for j in range(ps)]
+    return tuple(tasks)
+
+
+def shape(tasks) -> tuple[int, int]:
+    """(workers, parameter servers) of a task list."""
+    p = sum(1 for t in tasks if t.role is Role.PS)
+    return len(tasks) - p, p
+
+
+@dataclass(slots=True, eq=False)
+class AllocJob:
+    """One job of an Optimus allocation. gain of a worker = (time(w, p) - time(w + 1, p)) x kw,
+    of a PS = (time(w, p) - time(w, p + 1)) x kp (kw, kp: the early factor over the task's
+    dominant share, times anything that scales `time` to the time to finish). A rigid job (no
+    speed model) takes `rigid` (its requested tasks' total demand) or nothing."""
+    job_id: str
+    worker: list                 # demand of one worker
+    ps: list | None              # demand of one PS (None: no PS)
+    cap: int                     # most workers
+    kw: float
+    kp: float
+    time: Callable[[int, int], float]
+    rigid: list | None = None
+    rigid_shape: tuple[int, int] = (0, 0)
+
+
+def greedy_allocate(jobs: list[AllocJob], left: list[float]) -> dict[str, list[int]]:
+    """Optimus's allocation (steps 1 and 2 of the module docstring) over `left`, the free
+    resource vector (a list, consumed): {job: [workers, PS]}, [0, 0] for a job whose minimum
+    does not fit. `jobs` in arrival order."""
+    nres = len(left)
+    all_dims = tuple(range(nres))
+
+    def fits(v, dims) -> bool:
+        return all(v[i] <= left[i] + _EPS for i in dims)
+
+    def take(v, dims) -> None:
+        for i in dims:
+            left[i] -= v[i]
+
+    alloc: dict[str, list[int]] = {}
+    elastic: dict[str, tuple] = {}
+    for job in jobs:
+        if job.rigid is not None:
+            if fits(job.rigid, all_dims):
+                alloc[job.job_id] = list(job.rigid_shape)
+                take(job.rigid, all_dims)
+            else:
+                alloc[job.job_id] = [0, 0]
+            continue
+        wv, pv = job.worker, job.ps
+        wd = tuple(i for i in all_dims if wv[i] > _EPS)
+        pd = () if pv is None else tuple(i for i in all_dims if pv[i] > _EPS)
+        if fits(wv, wd) and (pv is None or fits([wv[i] + pv[i] for i in all_dims], all_dims)):
+            alloc[job.job_id] = [1, 0 if pv is None else 1]
+            take(wv, wd)
+            if pv is not None:
+                take(pv, pd)
+            elastic[job.job_id] = (job, wd, pd)
+        else:
+            alloc[job.job_id] = [0, 0]
+
+    heap: list = []
+    heappush = list.append                     # the first pushes: one heapify after them
+
+    def push(jid: str) -> None:
+        job = elastic[jid][0]
+        w, p = alloc[jid]
+        t0 = job.time(w, p)
+        if w < job.cap:
+            g = (t0 - job.time(w + 1, p)) * job.kw
+            if g > 0:
+                heappush(heap, (-g, jid, 0, w, p))
+        if job.ps is not None and p < w:       # never more PS than workers
+            g = (t0 - job.time(w, p + 1)) * job.kp
+            if g > 0:
+                heappush(heap, (-g, jid, 1, w, p))
+
+    for jid in elastic:
+        push(jid)
+    heapq.heapify(heap)
+    heappush = heapq.heappush
+    while heap:
+        _, jid, role, w, p = heapq.heappop(heap)
+        a = alloc[jid]
+        if a[0] != w or a[1] != p:
+            continue                           # stale: the job's gains were recomputed
+        job, wd, pd = elastic[jid]
+        v, dims = (job.worker, wd) if role == 0 else (job.ps, pd)
+        if not fits(v, dims):
+            continue                           # does not fit any more (resources only shrink)
+        a[role] += 1
+        take(v, dims)
+        push(jid)
+    return alloc
+
+
+@register("allocate", "optimus",
+          source="Peng et al., EuroSys 2018 (Optimus, seed 001); petuum/adaptdl simulator/optimus.py")
+class OptimusAllocate(Allocate):
+    """Re-allocate workers / PS of every active DL job by marginal gain per dominant share: the
+    tasks each should hold after the round (a new shape for a running job is a resize, none is
+    a suspend), carried out by the placer `optimus_place`."""
+    resizes = True
+    needs = frozenset(('preemption', 'resize'))  # backend capabilities (dlsched.scheduler.backend)
+
+    def __init__(self, speed: str = "oracle", remaining: str = "oracle", early_factor: float = 0.95,
+                 min_samples: int = 3, max_workers: int = 0) -> None:
+        if speed not in SPEEDS:
+            raise ValueError(f"speed must be one of {', '.join(SPEEDS)}, got {speed!r}")
+        if remaining not in REMAININGS:
+            raise ValueError(f"remaining must be one of {', '.join(REMAININGS)}, got {remaining!r}")
+        if not 0 < early_factor <= 1:
+            raise ValueError(f"early_factor must be in (0, 1], got {early_factor}")
+        if min_samples < 1:
+            raise ValueError(f"min_samples must be >= 1, got {min_samples}")
+        if max_workers < 0:
+            raise ValueError(f"max_workers must be >= 0 (0: from the batch size), got {max_workers}")
+        self.speed = speed
+        self.remaining = remaining
+        self.early_factor = float(early_factor)
+        self.min_samples = int(min_samples)
+        self.max_workers = int(max_workers)
+        self._cluster = None
+        self._model = None           # SpeedModel of the cluster (oracle iteration times)
+        self._iter: dict[tuple[str, int, int], float] = {}
+        self._samples: dict[str, dict[tuple[int, int], float]] = {}   # job -> (w, p) -> iter/s
+        self._fits: dict[str, object] = {}
+        self._conv: dict[str, object] = {}
+        self.last_alloc: dict[str, tuple[int, int]] = {}   # the last round's decision (tests, bench)
+        self._static: dict[str, tuple] = {}   # per job: demands, shares, cap (see _info)
+
+    # -- estimates --------------------------------------------------------------------------------
+    def _speed_model(self, cluster):
+        if self._cluster is not cluster:     # a new cluster: estimates and per-job shares anew
+            from dlsched.workload.speed import SpeedModel
+            self._cluster, self._model, self._iter, self._static = cluster, SpeedModel(cluster), {}, {}
+        return self._model
+
+    @staticmethod
+    def _shape_of(spec) -> tuple:
+        """What an oracle iteration time depends on besides (w, p): jobs of one model, batch and
+        demands share their estimates."""
+        return (spec.model, spec.batch_size, spec.comm, spec.gpu_type, spec.tasks[0].demand,
+                spec.tasks[-1].demand)
+
+    def oracle_iter_time(self, spec, w: int, p: int, cluster) -> float:
+        """Seconds per iteration with w workers and p PS alone on a packed placement (cached
+        per job shape); for a model the speed model has no profile of, the prior shape of the
+        fitted model (optimus_fit.PRIOR_THETA: only its shape is used, see there)."""
+        self._speed_model(cluster)
+        shape_key = (self._shape_of(spec), w, p)
+        t = self._iter.get(shape_key)
+        if t is None:
+            from dataclasses import replace
+
+            from dlsched.policies.order.srtf import packed_placement
+            sm = self._speed_model(cluster)
+            trial = replace(spec, tasks=job_tasks(spec, w, p))
+            pl = packed_placement(trial, cluster)
+            if pl is None:
+                t = math.inf
+            elif sm.profile(trial, pl) is None:       # a model the speed model does not know
+                from dlsched.policies.actions.optimus_fit import prior_iter_time
+                t = prior_iter_time(trial, w, p)
+            else:
+                t = sm.isolated_iter_time(trial, pl)
+            self._iter[shape_key] = t
+        return t
+
+    def iter_time(self, rec, w: int, p: int, cluster) -> float:
+        if w <= 0:
+            return math.inf
+        if self.speed == "oracle":
+            return self.oracle_iter_time(rec.spec, w, p, cluster)
+        from dlsched.policies.actions.optimus_fit import fitted_iter_time
+        return fitted_iter_time(self, rec, w, p, cluster)
+
+    def remaining_iters(self, rec, ctx) -> float:
+        stats = ctx.stats(rec.job_id) if ctx.stats is not None else None
+        if self.remaining == "fitted":
+            from dlsched.policies.actions.optimus_fit import fitted_remaining
+            return fitted_remaining(self, rec, ctx, stats)
+        if stats is not None and stats.get("remaining") is not None:
+            return float(stats["remaining"])
+        return float(rec.spec.iterations or 0.0)
+
+    def early(self, rec) -> bool:
+        return len(self._samples.get(rec.job_id, ())) < self.min_samples
+
+    def cap(self, spec) -> int:
+        """Most workers a job may get: max_workers, else its batch over the smallest per-GPU
+        batch its model can train with (Pollux: target_batch_size // min_local_bsz)."""
+        if self.max_workers:
+            return self.max_workers
+        from dlsched.workload.measured import POLLUX_APPS, app_profile
+        model = (spec.model or "").lower()
+        if model in POLLUX_APPS and spec.batch_size:
+            return max(min(POLLUX_MAX_REPLICAS.get(model, 1 << 30),
+                           int(spec.batch_size) // app_profile(model).min_local_bsz), 1)
+        if spec.batch_size:
+            return max(int(spec.batch_size), 1)
+        return max(4 * spec.num_workers, 1)
+
+    def _observe(self, ctx) -> None:
+        """Record each running job's speed at its current (w, p)."""
+        if ctx.stats is None:
+            return
+        for rec in ctx.running:
+            if rec.spec.kind != "dl":
+                continue
+            rate = ctx.stats(rec.job_id)["rate"] or 0.0
+            if rate > 0:
+                self._samples.setdefault(rec.job_id, {})[shape(rec.tasks)] = float(rate)
+
+    # -- the round --------------------------------------------------------------------------------
+    def _info(self, rec, cluster, inv) -> tuple:
+        """Per job, computed once: (worker demand, PS demand or None, their nonzero resources,
+        dominant shares, worker cap, rigid)."""
+        info = self._static.get(rec.job_id)
+        if info is None:
+            spec = rec.spec
+            wv = next(t for t in spec.tasks if t.role is Role.WORKER).demand
+            pt = next((t for t in spec.tasks if t.role is Role.PS), None)
+            pv = None if pt is None else pt.demand
+            wd = tuple(i for i, x in enumerate(wv) if x > _EPS)
+            pd = () if pv is None else tuple(i for i, x in enumerate(pv) if x > _EPS)
+            dw = max((wv[i] * inv[i] for i in wd), default=0.0)
+            dp = max((pv[i] * inv[i] for i in pd), default=0.0) if pv is not None else 0.0
+            rigid = spec.iterations is None or \
+                self.iter_time(rec, 1, 1 if pv is not None else 0, cluster) == math.inf
+            info = self._static[rec.job_id] = (wv, pv, wd, pd, max(dw, _EPS), max(dp, _EPS),
+                                               self.cap(spec), rigid)
+        return info
+
+    def _time_fn(self, rec, cluster, cache, oracle: bool) -> Callable[[int, int], float]:
+        """(w, p) -> seconds per iteration of this job (oracle: a lookup in the shape cache)."""
+        if oracle:
+            shp = self._shape_of(rec.spec)
+
+            def t(w: int, p: int) -> float:
+                v = cache.get((shp, w, p))
+                return v if v is not None else self.iter_time(rec, w, p, cluster)
+            return t
+        return lambda w, p: self.iter_time(rec, w, p, cluster)
+
+    def allocate(self, jobs, ctx) -> dict:
+        """{job_id: tasks} for every active DL job, running and waiting (`jobs` is the waiting
+        queue; the running ones are read from ctx.running): its current tasks when its (w, p)
+        stays, a new task list when it changes, () when it gets nothing (a running job is then
+        suspended, a waiting one keeps waiting). Jobs of other kinds are left to the per-task
+        loop. Records each running job's measured speed first (the samples are a pure function
+        of the view, so a round run twice records the same)."""
+        txn, cluster = ctx.txn, ctx.cluster
+        self._observe(ctx)
+        running = [r for r in ctx.running if r.spec.kind == "dl"]
+        waiting = [r for r in jobs if r.spec.kind == "dl" and r.state in (JobState.PENDING, JobState.SUSPENDED)
+                   and r.job_id not in txn.decided]
+        active = sorted(running + waiting, key=lambda r: (r.submit_time_s, r.job_id))
+        if not active:
+            self.last_alloc = {}
+            return {}
+        self._speed_model(cluster)           # a new cluster resets the caches before they are read
+        up = ctx.snap.up
+        cap = cluster.capacity[up].sum(axis=0)
+        inv = [1.0 / c if c > 0 else 0.0 for c in cap.tolist()]
+        left_np = txn.free[up].sum(axis=0)
+        for r in running:
+            for tp in r.placed.values():
+                left_np = left_np + r.tasks[tp.task].vector
+        left = left_np.tolist()
+        oracle = self.speed == "oracle"
+        cache = self._iter
+        entries = []
+        for rec in active:
+            wv, pv, wd, pd, dw, dp, cap_w, rigid = self._info(rec, cluster, inv)
+            if rigid:
+                need = [0.0] * len(left)
+                for t in rec.spec.tasks:
+                    for r in range(len(left)):
+                        need[r] += t.demand[r]
+                entries.append(AllocJob(rec.job_id, wv, pv, 0, 0.0, 0.0, None, need, shape(rec.spec.tasks)))
+                continue
+            q = self.remaining_iters(rec, ctx)
+            factor = self.early_factor if self.early(rec) else 1.0
+            entries.append(AllocJob(rec.job_id, wv, pv, cap_w, q * factor / dw, q * factor / dp,
+                                    self._time_fn(rec, cluster, cache, oracle)))
+        alloc = greedy_allocate(entries, left)
+        self.last_alloc = {jid: tuple(a) for jid, a in alloc.items()}
+        out = {}
+        for rec in active:
+            w, p = alloc[rec.job_id]
+            out[rec.job_id] = () if w == 0 else rec.tasks if (w, p) == shape(rec.tasks) \
+                else job_tasks(rec.spec, w, p)
+        return out
