@@ -1,6 +1,8 @@
 """What Gandiva's mechanisms share (Xiao et al., "Gandiva: Introspective Cluster Scheduling for
 Deep Learning", OSDI 2018; seed 001): decisions that carry their switch cost, transaction
-helpers that issue them, affinity-aware GPU picking, and a clock of each job's last restart.
+helpers that issue them, affinity-aware GPU picking, trial placement of a whole job through
+the profile's placement engine on a fork of the round's transaction (migration,
+defragmentation), and a clock of each job's last restart.
 
 Costed decisions. Without a cost, the simulator charges its run-wide restart_delay_s for every
 resume. Gandiva's suspend / resume is much cheaper (GPU memory to host memory at a mini-batch
@@ -126,59 +128,93 @@ def pick_gpus_affine(cluster, gpu_load: np.ndarray, node: int, k: int, prefer=()
     return tuple(out)
 
 
-def free_placement(ctx, rec, tasks=None, *, exclude=(), nodes=None, free=None, load=None) -> tuple | None:
-    """Placements for all of a job's tasks on free resources (no GPU shared), on as few nodes
-    as possible: one node if one holds the whole job (the tightest such node, best fit),
-    otherwise nodes with the most free GPUs first; GPUs picked inside one affinity group when
-    possible. Nothing is reserved (`free` / `load`: scratch arrays to read instead of the
-    transaction's; they are not changed either). None when the job does not fit."""
-    txn = ctx.txn
+def usable_nodes(ctx, rec) -> np.ndarray:
+    """Nodes that are up and have the GPU type the job asks for (bool mask over all nodes)."""
     cluster = ctx.snap.cluster
-    tasks = list(rec.unplaced() if tasks is None else tasks)
-    free = (txn.free if free is None else free).copy()
-    load = (txn.gpu_load if load is None else load).copy()
     ok = ctx.snap.up.copy()
     if rec.spec.gpu_type is not None:
         types = cluster.gpu_types
-        want = types.index(rec.spec.gpu_type) if rec.spec.gpu_type in types else -1
-        ok &= cluster.node_gpu_type == want
-    for n in exclude:
-        ok[n] = False
-    if nodes is not None:
-        mask = np.zeros_like(ok)
-        mask[list(nodes)] = True
-        ok &= mask
-    cand = np.flatnonzero(ok)
-    if not len(cand):
+        ok &= cluster.node_gpu_type == (types.index(rec.spec.gpu_type) if rec.spec.gpu_type in types else -1)
+    return ok
+
+
+def trial_placement(ctx, trial, rec, tasks=None, *, allowed: np.ndarray | None = None) -> tuple | None:
+    """Place all of a job's tasks (default: its unplaced ones) on `trial`, a fork of the round's
+    transaction (ctx.txn.fork()), through the profile's placement engine (ctx.choose_node:
+    filters, then weighted scores, ties to the lowest node id) within Gandiva's rules, which
+    say which nodes the engine is offered (its `allowed`), tier by tier:
+
+    - free resources only, no GPU shared: a node is offered for a task only when its free
+      resources hold the task and it has that many GPU slots with nothing on them;
+    - as few nodes as possible (getNodes, gandiva_place): when nodes can hold the whole job,
+      those with the fewest free GPUs first (best fit: large holes stay for large jobs), and
+      the job's other tasks follow its first one there; otherwise the nodes with the most free
+      GPUs (as the trial starts) first. A tier the engine turns down entirely (the profile's
+      filters reject all of it) gives way to the next;
+    - affinity: the task's GPUs on the node the engine chose are picked inside one affinity
+      group when possible, a group of the job's other tasks first (pick_gpus_affine).
+
+    `allowed`: the nodes the caller's rule allows (bool mask; None: all; the job's GPU type and
+    the nodes that are up apply anyway). The placements (in task order), reserved on `trial`
+    under the job's id; None when the job does not fit whole, and then nothing stays reserved
+    for it on `trial`. The round's transaction is never touched: the caller turns a successful
+    trial into decisions (move, start_on)."""
+    cluster = ctx.snap.cluster
+    tasks = list(rec.unplaced() if tasks is None else tasks)
+    ok = usable_nodes(ctx, rec)
+    if allowed is not None:
+        ok &= allowed
+    if not tasks or not ok.any():
         return None
+    ks = [int(np.ceil(t.demand[GPU] - _EPS)) for t in tasks]
     need = np.sum([t.vector for t in tasks], axis=0)
-    whole = cand[(free[cand] >= need - _EPS).all(axis=1)]
-    if len(whole):
-        order = [int(whole[np.argsort(free[whole, GPU], kind="stable")[0]])]
-    else:
-        order = [int(n) for n in cand[np.argsort(-free[cand, GPU], kind="stable")]]
+    whole = ok & (trial.free >= need - _EPS).all(axis=1) & (_idle_slots(trial.gpu_load) >= sum(ks))
+    fewest_free = trial.free[:, GPU].copy()          # best fit for a whole job
+    most_free = -fewest_free                         # spread: most free GPUs first
     out = []
     used_groups: dict[int, set] = {}
-    order = np.asarray(order, dtype=np.int64)
-    for task in tasks:
-        placed = None
-        for n in order[(free[order] >= task.vector - _EPS).all(axis=1)]:
-            n = int(n)
-            k = int(np.ceil(task.demand[GPU] - _EPS))
-            gpu_ids = pick_gpus_affine(cluster, load, n, k, used_groups.get(n, ()))
-            if gpu_ids is None:
-                continue
-            placed = (n, gpu_ids)
-            break
-        if placed is None:
+    home = None                                      # the node that holds the whole job
+    for task, k in zip(tasks, ks):
+        offer = ok & (trial.free >= task.vector - _EPS).all(axis=1)
+        if k > 0:
+            offer &= _idle_slots(trial.gpu_load) >= k
+        if home is not None:
+            node = _engine_pick(ctx, trial, rec.spec, task, offer & (np.arange(len(offer)) == home), None)
+        else:
+            node = None
+            if not out and whole.any():
+                node = home = _engine_pick(ctx, trial, rec.spec, task, offer & whole, fewest_free)
+            if node is None:
+                node = _engine_pick(ctx, trial, rec.spec, task, offer, most_free)
+        if node is None:
+            trial.discard(rec.job_id)
             return None
-        n, gpu_ids = placed
-        free[n] -= task.vector
-        for g in gpu_ids:
-            load[n, g] += 1
-        used_groups.setdefault(n, set()).update(cluster.gpu_groups(n, gpu_ids))
-        out.append(T.TaskPlacement(task.index, n, gpu_ids))
+        gpu_ids = pick_gpus_affine(cluster, trial.gpu_load, node, k, used_groups.get(node, ()))
+        if gpu_ids is None:   # pragma: no cover - offered nodes have k idle slots
+            trial.discard(rec.job_id)
+            return None
+        out.append(trial.reserve(rec.job_id, task, node, gpu_ids=gpu_ids))
+        used_groups.setdefault(node, set()).update(cluster.gpu_groups(node, gpu_ids))
     return tuple(out)
+
+
+def _engine_pick(ctx, trial, spec, task, offer: np.ndarray, pref: np.ndarray | None) -> int | None:
+    """The engine's node for a task among the offered nodes (on the trial's free resources),
+    asked tier by tier of Gandiva's preference `pref` (a value per node, lower first; None: one
+    tier); None when it turns every tier down."""
+    if not offer.any():
+        return None
+    tiers = [offer] if pref is None else [offer & (pref == v) for v in np.unique(pref[offer])]
+    for allowed in tiers:
+        node, _ = ctx.choose_node(spec, task, txn=trial, allowed=allowed)
+        if node is not None:
+            return node
+    return None
+
+
+def _idle_slots(gpu_load: np.ndarray) -> np.ndarray:
+    """GPU slots with nothing on them, per node (slots a node does not have are -1)."""
+    return (gpu_load == 0).sum(axis=1)
 
 
 # -- restarts -------------------------------------------------------------------------------------

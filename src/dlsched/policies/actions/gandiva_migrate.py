@@ -14,12 +14,23 @@ Both run before the round's placement, in this order:
             victims(n) = running single-node jobs on n, smallest first, until n's free resources
                          + theirs hold the job (each victim ran min_run_s since its last restart,
                          shares no GPU, is in no ring)
-            every victim must fit whole on free GPUs of other nodes (placed as above);
+            every victim must fit whole on free GPUs of other nodes (placed as above,
+                         the victims moved off n on the fork first);
             n = the node that moves the fewest GPUs (then the lowest id)
         the victims migrate, then the job starts on n. At most max_moves migrations a round;
         at most max_tries waiting jobs (queue order) and, per job, the max_nodes nodes that move
         the fewest GPUs are tried (defragmentation is a search: this bounds a round's cost), and
         only when the cluster's free GPUs could hold the job at all.
+
+Where a job goes is the profile's placement engine's choice (ctx.choose_node: its filters, then
+its scorers, ties to the lowest node id; the same engine that places tasks in the round,
+preemption's trials and an operator's migrate), asked on a fork of the round's transaction
+(ctx.txn.fork()) and restricted (`allowed`) to what Gandiva's rules leave: free resources and
+idle GPU slots; tier by tier of getNodes' preference (the whole job on one node, fewest free
+GPUs first, else the nodes with the most free GPUs first); node n, or every node but n, for
+defragmentation. The GPUs on the chosen node are picked inside one affinity group
+(gandiva_common.trial_placement). A trial that fails is dropped with its fork; only a whole
+trial (every victim moved and the job placed) becomes decisions in the round's transaction.
 
 Cost of a migration (dlsched.sim.switch_cost, costed decisions): the job finishes its mini-batch,
 checkpoints (3 x parameter bytes, to host memory), the checkpoint crosses the NIC when the
@@ -31,8 +42,8 @@ from __future__ import annotations
 import numpy as np
 
 from dlsched.core.types import GPU
-from dlsched.policies.actions.gandiva_common import (RestartClock, find_action, free_placement,
-                                                     is_whole_dl, move, start_on)
+from dlsched.policies.actions.gandiva_common import (RestartClock, demands, find_action, is_whole_dl,
+                                                     move, start_on, trial_placement, usable_nodes)
 from dlsched.policies.actions.gandiva_timeslice import GandivaTimeslice
 from dlsched.scheduler.context import JobState
 from dlsched.scheduler.framework import Action, register
@@ -91,7 +102,7 @@ class GandivaMigrate(Action):
                     continue   # finished, or already decided this round (rings sync later)
                 if rec.spec.gpus > free_gpus + _EPS:
                     continue
-                p = free_placement(ctx, rec)
+                p = trial_placement(ctx, ctx.txn.fork(), rec)   # tried on a fork; kept only if whole
                 if p is None:
                     continue
                 ts.leave(m)
@@ -130,10 +141,7 @@ class GandivaMigrate(Action):
             free_gpus = np.clip(txn.free[:, GPU], 0, None) * up
             if free_gpus.sum() < need[GPU] - _EPS:
                 continue   # the job and the jobs moved for it cannot all fit: nothing to gain
-            ok = up & (cap >= need - _EPS).all(axis=1)
-            if rec.spec.gpu_type is not None:
-                types = cluster.gpu_types
-                ok &= cluster.node_gpu_type == (types.index(rec.spec.gpu_type) if rec.spec.gpu_type in types else -1)
+            ok = usable_nodes(ctx, rec) & (cap >= need - _EPS).all(axis=1)
             if not ok.any() or (txn.free[ok] >= need - _EPS).all(axis=1).any():
                 continue   # no node can ever hold it whole, or one holds it now: nothing to do
             tries -= 1
@@ -171,32 +179,27 @@ class GandivaMigrate(Action):
         best, best_key = None, None
         for n in nodes[: self.max_nodes]:
             cands = sorted(by_node.get(n, ()), key=lambda r: (r.held_gpus(), r.job_id))
-            free = txn.free.copy()
-            load = txn.gpu_load.copy()
+            trial = txn.fork()     # the whole move is tried here; ctx.txn changes only on success
             chosen = []
             for r in cands:
-                if (free[n] >= need - _EPS).all() or len(chosen) >= budget:
+                if (trial.free[n] >= need - _EPS).all() or len(chosen) >= budget:
                     break
-                for tp in r.placed.values():
-                    free[n] += r.tasks[tp.task].vector
-                    for g in tp.gpu_ids:
-                        load[n, g] -= 1
+                old = list(r.placed.values())
+                trial.unhold(old, demands(r, old))
                 chosen.append(r)
-            if not chosen or not (free[n] >= need - _EPS).all():
+            if not chosen or not (trial.free[n] >= need - _EPS).all():
                 continue
+            elsewhere = np.ones(len(txn.free), dtype=bool)
+            elsewhere[n] = False
             moves = []
             for r in chosen:   # each victim must fit whole elsewhere
-                p = free_placement(ctx, r, [r.tasks[tp.task] for tp in sorted(r.placed.values(), key=lambda tp: tp.task)],
-                                   exclude=(n,), free=free, load=load)
+                p = trial_placement(ctx, trial, r, [r.tasks[tp.task] for tp in sorted(r.placed.values(), key=lambda tp: tp.task)],
+                                    allowed=elsewhere)
                 if p is None:
                     break
-                for tp in p:
-                    free[tp.node] -= r.tasks[tp.task].vector
-                    for g in tp.gpu_ids:
-                        load[tp.node, g] += 1
                 moves.append((r, p))
             else:
-                placements = free_placement(ctx, rec, tasks, nodes=(n,), free=free, load=load)
+                placements = trial_placement(ctx, trial, rec, tasks, allowed=~elsewhere)
                 if placements is None:
                     continue
                 key = (sum(r.held_gpus() for r in chosen), n)
