@@ -194,6 +194,7 @@ class OptimusAllocate(Allocate):
         self._samples: dict[str, dict[tuple[int, int], float]] = {}   # job -> (w, p) -> iter/s
         self._fits: dict[str, object] = {}
         self._conv: dict[str, object] = {}
+        self.fit_errors: list[tuple[float, str, int, float]] = []   # see _observe
         self.last_alloc: dict[str, tuple[int, int]] = {}   # the last round's decision (tests, bench)
         self._static: dict[str, tuple] = {}   # per job: demands, shares, cap (see _info)
 
@@ -270,7 +271,10 @@ class OptimusAllocate(Allocate):
         return max(4 * spec.num_workers, 1)
 
     def _observe(self, ctx) -> None:
-        """Record each running job's speed at its current (w, p)."""
+        """Record each running job's speed at its current (w, p). With the fitted speed model, a
+        (w, p) the job shows for the first time is first predicted from the samples it had: the
+        relative error of that prediction goes to `fit_errors` (now, job, samples before, error),
+        the fit's error as it converges."""
         if ctx.stats is None:
             return
         for rec in ctx.running:
@@ -278,7 +282,13 @@ class OptimusAllocate(Allocate):
                 continue
             rate = ctx.stats(rec.job_id)["rate"] or 0.0
             if rate > 0:
-                self._samples.setdefault(rec.job_id, {})[shape(rec.tasks)] = float(rate)
+                mine = self._samples.setdefault(rec.job_id, {})
+                wp = shape(rec.tasks)
+                if self.speed == "fitted" and mine and wp not in mine:
+                    t = self.iter_time(rec, wp[0], wp[1], ctx.cluster)
+                    if math.isfinite(t):
+                        self.fit_errors.append((ctx.now, rec.job_id, len(mine), abs(t * rate - 1.0)))
+                mine[wp] = float(rate)
 
     # -- the round --------------------------------------------------------------------------------
     def _info(self, rec, cluster, inv) -> tuple:
