@@ -305,6 +305,7 @@ class ChaosCluster:
         p = n._ray_params
         again = dict(node_ip_address=p.node_ip_address, num_cpus=p.num_cpus, num_gpus=p.num_gpus,
                      object_store_memory=p.object_store_memory, labels=dict(p.labels or {}),
+                     resources=dict(p.resources or {}),          # its per-GPU resources (GPU sharing)
                      env_vars=dict(p.env_vars or {}))            # as start_cluster made it
         del self.nodes[name]
         self.c.remove_node(n, allow_graceful=False)

@@ -338,16 +338,33 @@ def test_summary_records_its_provenance(tmp_path):
 
 
 @pytest.mark.parametrize("cmd", ["up", "server"])
-@pytest.mark.parametrize("policy, needs", [("gandiva", "gpu_sharing (needed by gandiva_pack)"),
-                                           ("gandiva-reactive", "gpu_sharing (needed by gandiva_place)")])
-def test_a_policy_the_runtime_cannot_carry_out_is_refused_before_anything_starts(tmp_path, cmd, policy, needs):
-    """Capabilities: a profile that needs GPU sharing is refused by the runtime at once, with the
-    capability, the components that need it and what the runtime can do; nothing is started."""
-    r = subprocess.run([sys.executable, "-m", "dlsched.cli.main", cmd, "--policy", policy,
-                        "--state-dir", str(tmp_path / "st")], capture_output=True, text=True, timeout=120)
+@pytest.mark.parametrize("text, where", [
+    ("policies: {optimus: {params: {optimus: {speed: guess}}}}\n", "policies.optimus.params.optimus"),
+    ("policies: {optimus: {round_s: -1}}\n", "policies.optimus.round_s"),
+    ("policys: {}\n", "policys"),
+    ("policies: [\n", "cfg.yaml"),
+])
+def test_a_bad_policy_config_for_the_runtime_is_refused_before_anything_starts(tmp_path, cmd, text, where):
+    """`up` and `server` take the simulator's --policy-config; a bad one is refused on one line
+    that names the file and the field, exit 2, and nothing is started (no state dir written)."""
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(text)
+    r = subprocess.run([sys.executable, "-m", "dlsched.cli.main", cmd, "--policy", "optimus",
+                        "--policy-config", str(cfg), "--state-dir", str(tmp_path / "st")],
+                       capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stdout + r.stderr
     err = r.stderr.strip().splitlines()
-    assert len(err) == 1 and "Traceback" not in r.stderr
-    assert f"--policy {policy}: needs what the real runtime cannot do yet: {needs}" in err[0]
-    assert "the runtime can: costed_switches, migration, preemption, progress, resize" in err[0]
-    assert not (tmp_path / "st" / "server.lock").exists() and not (tmp_path / "st" / "dlsched.db").exists()
+    assert len(err) == 1 and "Traceback" not in r.stderr and "cfg.yaml" in err[0] and where in err[0], err
+    assert not (tmp_path / "st").exists()
+
+
+def test_the_runtime_uses_the_policy_s_own_round_and_the_config_s_settings():
+    from dlsched.runtime.server import DEFAULT_ROUND_S, Server
+    s = Server.__new__(Server)
+    s.round_s, s.policy_settings, s.policy = None, {}, "gandiva"
+    assert s.profile_settings() == {}                        # its own 60 s quantum
+    s.policy = "fifo"
+    assert s.profile_settings() == {"round_s": DEFAULT_ROUND_S}
+    s.round_s, s.policy_settings = 5.0, {"params": {"optimus": {"speed": "oracle"}}}
+    s.policy = "optimus"
+    assert s.profile_settings() == {"params": {"optimus": {"speed": "oracle"}}, "round_s": 5.0}

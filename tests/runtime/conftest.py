@@ -147,11 +147,13 @@ class Runtime:
         self.cluster, self.state_dir = cluster, state_dir
         self.server = ServerProc(cluster.address, state_dir, "fifo", "t").start()
 
-    def restart(self, policy: str | None = None, kill: bool = False) -> ServerProc:
-        """Stop (SIGTERM, or SIGKILL with kill=True) and start a server on the same store."""
+    def restart(self, policy: str | None = None, kill: bool = False, extra: list[str] | None = None) -> ServerProc:
+        """Stop (SIGTERM, or SIGKILL with kill=True) and start a server on the same store (with
+        `extra` command-line arguments)."""
         old = self.server
         old.kill9() if kill else old.stop()
-        self.server = ServerProc(self.cluster.address, self.state_dir, policy or old.policy, "t").start()
+        self.server = ServerProc(self.cluster.address, self.state_dir, policy or old.policy, "t",
+                                 extra=extra).start()
         return self.server
 
 

@@ -107,10 +107,12 @@ def register(app: typer.Typer) -> None:
            port: int = typer.Option(DEFAULT_PORT, min=1, max=65535), warm_per_node: Optional[int] = typer.Option(
                None, min=0, max=64, help="warm rank workers per node (default: its GPU count)"),
            state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
+           policy_config: Optional[Path] = typer.Option(None, "--policy-config", help=POLICY_CONFIG_HELP),
+           round_s: Optional[float] = typer.Option(None, min=0.1, help=ROUND_HELP),
            timeout_s: float = typer.Option(180.0, min=1.0, help="give up if not up in this time")):
         """Start a local Ray cluster of virtual GPU nodes and the server."""
         from dlsched.runtime.server import ensure_token, holder_text, lock_holder
-        check_policy(policy)                 # before anything starts
+        check_policy(policy, policy_config)  # before anything starts
         sd = _state(state_dir)
         if lock_holder(sd) is not None:
             raise DlschedError(f"a server is already running on state dir {sd} ({holder_text(sd)}); "
@@ -148,6 +150,10 @@ def register(app: typer.Typer) -> None:
                "--state-dir", str(sd), "--policy", policy, "--port", str(port), "--embedded"]
         if warm_per_node is not None:
             cmd += ["--warm-per-node", str(warm_per_node)]
+        if policy_config is not None:
+            cmd += ["--policy-config", str(policy_config.resolve())]
+        if round_s is not None:
+            cmd += ["--round-s", str(round_s)]
         server = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=open(logs / "server.log", "ab"),
                                   stderr=subprocess.STDOUT, start_new_session=True, env=env)
         upf.write_text(json.dumps({"keeper_pid": keeper.pid, "server_pid": server.pid}))
@@ -188,14 +194,15 @@ def register(app: typer.Typer) -> None:
                port: int = typer.Option(DEFAULT_PORT, min=1, max=65535),
                state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
                warm_per_node: Optional[int] = typer.Option(None, min=0, max=64, help="warm rank workers per node"),
-               round_s: float = typer.Option(30.0, min=0.1, help="periodic round (fallback; rounds are event-driven)"),
+               round_s: Optional[float] = typer.Option(None, min=0.1, help=ROUND_HELP),
+               policy_config: Optional[Path] = typer.Option(None, "--policy-config", help=POLICY_CONFIG_HELP),
                namespace: str = typer.Option("dlsched", help="Ray namespace of this server's workers and groups"),
                cleanup_on_exit: bool = typer.Option(False, help="on a clean stop, stop every job and worker (default: leave them for the next server)"),
                embedded: bool = typer.Option(False, hidden=True)):
         """Run the scheduler with a RayBackend and the REST API (blocks)."""
         import logging
         from dlsched.runtime.server import Server
-        check_policy(policy)
+        settings = check_policy(policy, policy_config)
         sd = _state(state_dir)
         if ray_address is None:
             ci = sd / "cluster.json"
@@ -208,7 +215,8 @@ def register(app: typer.Typer) -> None:
             os.environ.update(ray_client_env(cinfo))      # before Ray is imported
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
         s = Server(sd, policy=policy, ray_address=ray_address, host=host, port=port,
-                   warm_per_node=warm_per_node, round_s=round_s, embedded=embedded, namespace=namespace,
+                   warm_per_node=warm_per_node, round_s=round_s, policy_settings=settings,
+                   embedded=embedded, namespace=namespace,
                    cleanup_on_exit=cleanup_on_exit)      # takes the state dir's lock, or refuses
         sock = s.bind()                                  # a port in use is refused before Ray
         counts = s.start()
@@ -356,20 +364,30 @@ def load_plugins() -> None:
             raise DlschedError(f"DLSCHED_PLUGINS: cannot import {mod}: {type(e).__name__}: {e}") from None
 
 
-def check_policy(name: str) -> None:
-    """A typo in --policy is refused before anything starts, with the known names."""
+POLICY_CONFIG_HELP = "YAML of policy settings, as `dlsched simulate --policy-config` takes"
+ROUND_HELP = ("seconds between periodic rounds (default: the policy's own, e.g. gandiva's 60 s quantum or "
+              "optimus's 60 s re-allocation; 30 s for the others, whose rounds are event-driven)")
+
+
+def check_policy(name: str, policy_config: Path | None = None) -> dict:
+    """A typo in --policy, a bad --policy-config or a policy the runtime cannot carry out is
+    refused before anything starts, on one line. Returns the policy's settings from the config
+    ({} without one)."""
     import dlsched.policies  # noqa: F401  (registers every policy)
     from dlsched.scheduler.framework import REGISTRY
     load_plugins()
     if name not in REGISTRY.names("profile"):
         raise DlschedError(f"--policy: unknown policy {name!r} (known: {', '.join(REGISTRY.names('profile'))})")
+    from dlsched.api import load_policy_config
     from dlsched.runtime.progress import RUNTIME_CAPABILITIES
     from dlsched.scheduler.backend import capability_gap
     from dlsched.scheduler.profile import build_profile
-    gap = capability_gap(build_profile(name).needs(), RUNTIME_CAPABILITIES, "runtime")
+    settings = load_policy_config(policy_config).get(name, {})
+    gap = capability_gap(build_profile(name, settings, runtime=True).needs(), RUNTIME_CAPABILITIES, "runtime")
     if gap:
         raise DlschedError(f"--policy {name}: needs what the real runtime cannot do yet: {gap} "
                            f"(`dlsched simulate` runs every policy)")
+    return settings
 
 
 def _port_free(port: int) -> None:

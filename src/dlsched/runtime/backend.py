@@ -8,7 +8,10 @@ push API for membership). The REST API's threads only put commands on the queue 
 
 Mapping of plan decisions to Ray
 - Launch / Resume: a detached placement group named `dlsched-pg-<job>` with one bundle per rank,
-  each pinned with a label selector to the node the policy chose (`ray.io/node-id`); it must be
+  each pinned with a label selector to the node the policy chose (`ray.io/node-id`), booking the
+  rank's share of the GPU ids the policy chose (`shares`: jobs packed on one GPU, `packed`
+  decisions or over-subscription, are admitted together; the ranks get the ids in
+  CUDA_VISIBLE_DEVICES); it must be
   ready within `pg_timeout_s` or it is removed and the job requeued (Ray must never queue a
   group itself: its queue would compete with the policy). Each rank runs in a warm RankWorker on
   that node (one detached actor per rank, taken from the node's pool or started cold), rank 0
@@ -36,6 +39,8 @@ Layout. This class is a thin facade: it owns the queue, `poll` / `apply`, the le
   checkpoint pruning (`StepStats`);
 - `runs`: a run's start, failed start, stop and teardown, a rank's end, a broken gang and its
   first failure, a node going (`RunsMixin`);
+- `shares`: GPU sharing, the per-GPU slots each run books in Ray as the ledger's gpu_load says
+  (`SharesMixin`);
 - `commands`: the operator's cancel, suspend, resume, migrate (`CommandsMixin`);
 - `recovery`: `recover` and re-attaching after a restart (`RecoveryMixin`).
 Two styles, chosen by what a part owns. Collaborator classes where the part has state of its own
@@ -71,6 +76,7 @@ from dlsched.runtime.pool import WARM_IMPORTS, WorkerPool
 from dlsched.runtime.progress import RUNTIME_CAPABILITIES, job_stats
 from dlsched.runtime.recovery import RecoveryMixin
 from dlsched.runtime.runs import RunsMixin, _Run
+from dlsched.runtime.shares import SharesMixin
 from dlsched.runtime.spec import RuntimeJobSpec
 from dlsched.runtime.stats import StepStats
 from dlsched.scheduler import events as ev
@@ -83,11 +89,12 @@ log = logging.getLogger("dlsched.runtime")
 NAMESPACE = "dlsched"
 
 
-class RayBackend(RunsMixin, CommandsMixin, RecoveryMixin):
+class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
     # a policy's exception in a round holds the job it is about (or keeps the plan), see
     # dlsched.scheduler.contain: one bad job must not stop a shared cluster's scheduler
     contain_policy_errors = True
-    # what this backend carries out (dlsched.scheduler.backend.CAPABILITIES): no GPU sharing yet
+    # what this backend carries out (dlsched.scheduler.backend.CAPABILITIES); an instance on a
+    # cluster without per-GPU slots cannot share GPUs (see __init__ and shares.py)
     capabilities = RUNTIME_CAPABILITIES
 
     def __init__(self, store, state_dir: str | Path, *, namespace: str = NAMESPACE,
@@ -115,6 +122,12 @@ class RayBackend(RunsMixin, CommandsMixin, RecoveryMixin):
         if not self.nodes:
             raise DlschedError("the Ray cluster has no node with CPUs or GPUs to run jobs on")
         self.node_idx = {n.name: i for i, n in enumerate(self.nodes)}
+        # GPU sharing needs the per-GPU slots on every GPU node (shares.py); without them the
+        # groups book Ray's GPU as before and this backend cannot share GPUs
+        self.nodes_without_slots = [n.name for n in self.nodes if n.gpus and not n.gpu_slots]
+        self.gpu_slots = not self.nodes_without_slots
+        if not self.gpu_slots:                   # (the server says so, or refuses a sharing profile)
+            self.capabilities = RUNTIME_CAPABILITIES - {"gpu_sharing"}
         self.cluster = cluster_of(self.nodes)
         self.state = ClusterState(self.cluster)
         self.suspect_until = np.zeros(len(self.nodes))
@@ -152,6 +165,16 @@ class RayBackend(RunsMixin, CommandsMixin, RecoveryMixin):
         for t in self._threads:
             t.start()
 
+    def no_slots_reason(self) -> str:
+        """Why this backend cannot share GPUs (one line), or ""."""
+        lacking = self.nodes_without_slots
+        if not lacking:
+            return ""
+        more = f" and {len(lacking) - 4} more" if len(lacking) > 4 else ""
+        return (f"node(s) {', '.join(lacking[:4])}{more} declare no per-GPU slots: start each with "
+                f"`ray start ... --resources '{{\"dlsched_gpu_0\": 1, \"dlsched_gpu_1\": 1, ...}}'` "
+                f"(one per GPU; see docs/runtime-gpu-sharing.md)")
+
     def warm_ready(self, node: int) -> int:
         """Pool workers of `node` whose process is up (torch imported)."""
         return self.workers.ready(node)
@@ -174,7 +197,12 @@ class RayBackend(RunsMixin, CommandsMixin, RecoveryMixin):
             self.q.put(("wake", None, None, time.perf_counter()))
 
     def usage(self) -> tuple[float, float, float]:
-        eff = sum(sum(t.demand[GPU] for t in r.tasks) for r in self.runs.values())
+        # effective: GPUs held by running jobs; a GPU that k of them share counts once (1/k each),
+        # as in the simulator
+        load = self.state.gpu_load
+        eff = sum(r.tasks[tp.task].demand[GPU] * (sum(1.0 / max(int(load[tp.node, g]), 1) for g in tp.gpu_ids)
+                                                  / len(tp.gpu_ids) if tp.gpu_ids else 1.0)
+                  for r in self.runs.values() for tp in r.placements)
         part = sum(self._tasks_of(j)[i].demand[GPU] for j, h in self.partial.items() for i in h)
         return self.state.allocated_gpus(), float(eff), float(part)
 
@@ -286,6 +314,7 @@ class RayBackend(RunsMixin, CommandsMixin, RecoveryMixin):
             tasks = self._tasks_of(job_id)
             for tp in held.values():
                 self.state.give(tp.node, tasks[tp.task].vector, tp.gpu_ids)
+            self._sync_shares(self._run_gpus(held.values()))
 
     def _tasks_of(self, job_id: str) -> tuple[TaskSpec, ...]:
         rec = self.scheduler.jobs.get(job_id) if self.scheduler is not None else None

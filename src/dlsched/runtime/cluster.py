@@ -113,12 +113,15 @@ def node_labels(i: int, nodes_per_rack: int, gpu_type: str) -> dict:
 
 def start_cluster(nodes: int, gpus_per_node: int, *, cpus_per_node: int = 2, gpu_type: str = "fake-gpu",
                   nodes_per_rack: int = 2):
-    """Head + `nodes` virtual GPU nodes, every process listening on 127.0.0.1 only. Auth follows
+    """Head + `nodes` virtual GPU nodes, every process listening on 127.0.0.1 only. Each node
+    declares a slot per GPU (`dlsched_gpu_<i>`: GPU sharing, dlsched.runtime.shares). Auth follows
     RAY_AUTH_MODE of this process (the keeper sets token; the test fixtures run it disabled).
     Sets RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 in this process's environment, so that the clients it
     starts (e.g. a `dlsched server --ray-address 127.0.0.1:...`) inherit it."""
     os.environ[LOCAL_ONLY_ENV] = "0"     # for this process and its children: clients stay on loopback
     from ray.cluster_utils import Cluster
+
+    from dlsched.runtime.shares import gpu_slot_resources
     # node_ip_address=127.0.0.1 is what Ray 2.60 keys loopback binding on: the C++ gRPC servers
     # (GCS, node manager, object manager, core workers) listen on 127.0.0.1 instead of [::], the
     # Python agents and metrics servers on 127.0.0.1 instead of 0.0.0.0 or the outward address.
@@ -129,8 +132,8 @@ def start_cluster(nodes: int, gpus_per_node: int, *, cpus_per_node: int = 2, gpu
         num_cpus=0, object_store_memory=OBJECT_STORE, _system_config=FAST_HEALTH))
     for i in range(nodes):
         c.add_node(node_ip_address=LOOPBACK, env_vars=dict(COLLECTIVES_ON_LOOPBACK), num_cpus=cpus_per_node,
-                   num_gpus=gpus_per_node, object_store_memory=OBJECT_STORE,
-                   labels=node_labels(i, nodes_per_rack, gpu_type))
+                   num_gpus=gpus_per_node, resources=gpu_slot_resources(gpus_per_node),
+                   object_store_memory=OBJECT_STORE, labels=node_labels(i, nodes_per_rack, gpu_type))
     return c
 
 

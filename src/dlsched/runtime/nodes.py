@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from dlsched.cluster.topology import Cluster
 from dlsched.core.types import NodeSpec
+from dlsched.runtime.shares import has_gpu_slots
 
 NODE_ID_LABEL = "ray.io/node-id"
 
@@ -27,6 +28,7 @@ class NodeInfo:
     gpus: int
     cpus: float
     mem_gb: float
+    gpu_slots: bool = False     # declares dlsched_gpu_<i> for each of its GPUs (shares.py)
 
 
 def node_name(n: dict) -> str:
@@ -37,7 +39,8 @@ def node_name(n: dict) -> str:
 
 def discover_nodes() -> list[NodeInfo]:
     """Alive Ray nodes that can run ranks (any CPU or GPU), by name. Names, racks and GPU types
-    come from the node labels `node_name`, `rack`, `gpu_type` (set with `ray start --labels`)."""
+    come from the node labels `node_name`, `rack`, `gpu_type` (set with `ray start --labels`);
+    GPU sharing needs the per-GPU slots `dlsched_gpu_<i>` (`ray start --resources`, shares.py)."""
     import ray
     out: dict[str, NodeInfo] = {}
     for n in ray.nodes():
@@ -48,7 +51,8 @@ def discover_nodes() -> list[NodeInfo]:
         gpus = int(res.get("GPU", 0))
         out[name] = NodeInfo(name, n["NodeID"], lab.get("rack", "r0"),
                              lab.get("gpu_type", "gpu" if gpus else "none"), gpus,
-                             float(res.get("CPU", 0)), float(res.get("memory", 0)) / 1e9)
+                             float(res.get("CPU", 0)), float(res.get("memory", 0)) / 1e9,
+                             has_gpu_slots(res, gpus))
     return [out[k] for k in sorted(out)]
 
 

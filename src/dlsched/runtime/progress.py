@@ -4,9 +4,11 @@ dlsched.scheduler.backend.STATS_KEYS, measured.
 RUNTIME_CAPABILITIES (dlsched.scheduler.backend.CAPABILITIES): RayBackend suspends and resumes
 (checkpoint at a mini-batch boundary), migrates and resizes (stop, start on the new placements,
 any world size), pays and measures what each switch costs (`switch_lost_s` below: the real cost
-stands in for a decision's modelled `cost`), and measures progress. It cannot share a GPU between
-two jobs yet (a `packed` decision): Ray gives each bundle whole GPUs. Kept here, beside the
-stats, so that the CLI checks a --policy against it without importing Ray.
+stands in for a decision's modelled `cost`), measures progress, and shares GPUs between jobs
+(`packed` decisions and over-subscription: per-GPU slots that mirror the ledger, see
+dlsched.runtime.shares; a backend on a cluster whose nodes lack the slots drops "gpu_sharing"
+and refuses such a profile at start). Kept here, beside the stats, so that the CLI checks a
+--policy against it without importing Ray.
 
 Everything comes from the store, so a restarted server answers the same as the one before it:
 - step:      steps done (the highest step rank 0 reported, plus one);
@@ -27,7 +29,8 @@ from __future__ import annotations
 
 import statistics
 
-RUNTIME_CAPABILITIES = frozenset(("preemption", "migration", "resize", "costed_switches", "progress"))
+RUNTIME_CAPABILITIES = frozenset(("preemption", "migration", "resize", "costed_switches", "gpu_sharing",
+                                  "progress"))
 RATE_WINDOW = 20
 _RUN_START = ("started", "reattached")
 _RUN_END = ("stopped", "finished", "gang_broken", "requeued", "start_failed", "cancelled")

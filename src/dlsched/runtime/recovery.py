@@ -76,6 +76,9 @@ class RecoveryMixin:
                     self._remove_pg_named(nm)
         except Exception:
             pass
+        # once stale groups are gone, the re-attached runs book the GPU shares the ledger gives
+        # them now (shares.py; a group made before the slots, or lost, is made again)
+        self._sync_shares({(tp.node, g) for r in self.runs.values() for tp in r.placements for g in tp.gpu_ids})
         self._kick = True
         self.q.put(("wake", None, None, time.perf_counter()))
         return counts
@@ -105,7 +108,12 @@ class RecoveryMixin:
             pg = get_placement_group(f"dlsched-pg-{job_id}")
         except Exception:
             pg = None
-        run = _Run(job_id, run_id, tasks, pls, [a["worker"] for a in alloc], pg=pg, started=time.time())
+        try:                           # what its group books (shares.py), so that it changes only when needed
+            amounts = [dict(b) for b in pg.bundle_specs] if pg is not None else None
+        except Exception:
+            amounts = None
+        run = _Run(job_id, run_id, tasks, pls, [a["worker"] for a in alloc], pg=pg, amounts=amounts,
+                   started=time.time())
         for tp in pls:
             self.state.take(tp.node, tasks[tp.task].vector, tp.gpu_ids)
         self.runs[job_id] = run

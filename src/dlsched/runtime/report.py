@@ -4,8 +4,9 @@ counters measured (dlsched.runtime.progress).
 
 Utilisation samples are derived from the log itself: allocated GPUs change only at a launch,
 resume, migrate, resize (take the placements' GPUs), suspend, stop, hold or finish (give them
-back). On the runtime every placed job is whole (gang) and trains, so effective GPUs equal
-allocated ones, and nothing is partly held. Round times are not stored (sched_time_s is 0).
+back). A GPU that several jobs share (packing, over-subscription) counts once: each GPU id
+counts the jobs' demands on it, at most 1. On the runtime every placed job is whole (gang) and
+trains, so effective GPUs equal allocated ones, and nothing is partly held. Round times come from the log's `round` records.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def result_from_store(store, epoch: float, total_gpus: int, *, policy: str, clus
     jobs = {j["job_id"]: j for j in store.jobs()}
     specs = {jid: RuntimeJobSpec(**j["spec"]) for jid, j in jobs.items()}
     log, samples = [], []
-    held: dict[str, float] = {}                    # job -> GPUs it holds now
+    held: dict[str, dict] = {}                     # job -> {(node, gpu id) or task: GPUs} it holds now
     queued: set[str] = set()
     for r in rows:
         jid, kind = r["job_id"], r["kind"]
@@ -47,10 +48,21 @@ def result_from_store(store, epoch: float, total_gpus: int, *, policy: str, clus
         elif kind in _TAKE:
             workers = sum(1 for _ in pls) - specs[jid].ps if kind == "resize" else None
             per = _gpus(specs[jid], workers)
-            got = sum(per.get(tp.task, 0.0) for tp in pls)
+            got: dict = {}
+            for tp in pls:
+                g = per.get(tp.task, 0.0)
+                for gid in tp.gpu_ids:
+                    got[(tp.node, gid)] = got.get((tp.node, gid), 0.0) + g / len(tp.gpu_ids)
+                if g and not tp.gpu_ids:
+                    got[("task", tp.task)] = g
             # a launch or resume adds tasks (a non-gang policy places a job in parts); a migrate
             # or resize replaces the job's placements
-            held[jid] = held.get(jid, 0.0) + got if kind in ("launch", "resume") else got
+            if kind in ("launch", "resume"):
+                mine = held.setdefault(jid, {})
+                for k, v in got.items():
+                    mine[k] = mine.get(k, 0.0) + v
+            else:
+                held[jid] = got
             queued.discard(jid)
         elif kind in _GIVE:
             held.pop(jid, None)
@@ -62,7 +74,12 @@ def result_from_store(store, epoch: float, total_gpus: int, *, policy: str, clus
             queued.discard(jid)
         else:
             continue
-        alloc = float(sum(held.values()))
+        on: dict = {}
+        for jid_, mine in held.items():
+            for k, v in mine.items():
+                key = (jid_, k) if k[0] == "task" else k
+                on[key] = on.get(key, 0.0) + v
+        alloc = float(sum(min(v, 1.0) for v in on.values()))
         sample = (r["time_s"], alloc, alloc, 0.0, len(held), len(queued))
         if samples and samples[-1][0] == sample[0]:
             samples[-1] = sample
@@ -70,5 +87,5 @@ def result_from_store(store, epoch: float, total_gpus: int, *, policy: str, clus
             samples.append(sample)
     now = time.time()
     log += [LogRecord(now - epoch, "stats", jid, stats=job_stats(store, jid, epoch, now)) for jid in specs]
-    return result_from_log(log, samples, [], total_gpus=total_gpus, policy=policy,
+    return result_from_log(log, samples, total_gpus=total_gpus, policy=policy,
                            cluster_name=cluster_name, workload_name="runtime")

@@ -2,10 +2,15 @@
 mini-batch boundary (the gang agrees, rank 0 checkpoints), its end, and a broken gang.
 
 Start: a detached placement group named `dlsched-pg-<job>` with one bundle per rank, each pinned
-with a label selector to the node the policy chose (`ray.io/node-id`); it must be ready within
-`pg_timeout_s` or it is removed and the job requeued (Ray must never queue a group itself: its
-queue would compete with the policy). Each rank runs in a warm RankWorker on that node, rank 0
-gives the rendezvous address, and the program restores from the job's latest checkpoint. A run
+with a label selector to the node the policy chose (`ray.io/node-id`) and booking the rank's CPUs
+and its share of each GPU id the policy chose (`shares.py`: per-GPU slots that mirror the
+ledger's gpu_load, so jobs packed on one GPU are admitted together and an exclusive one holds its
+GPUs whole); it must be ready within `pg_timeout_s` or it is removed and the job requeued (Ray
+must never queue a group itself: its queue would compete with the policy). The runs already on
+the new run's GPUs shrink to their new share first; when a run ends (finish, stop, failure), those
+left on its GPUs grow back. The ranks see the policy's GPU ids in CUDA_VISIBLE_DEVICES. Each rank
+runs in a warm RankWorker on that node, rank 0 gives the rendezvous address, and the program
+restores from the job's latest checkpoint. A run
 id (`<job>.<attempt>`) names each start: a job is never started twice, and a late answer of an
 old run is recognised and dropped.
 
@@ -16,8 +21,8 @@ A program that fails `max_failures` times is failed for good.
 
 `RunsMixin` is a mixin of `RayBackend` (see there why): it acts on the backend's shared run
 ledger (`state`, `runs`, `partial`, `_waits` under `_wlock`, `store`, `failures`,
-`suspect_until`) and calls the pool (`workers`) and the step statistics (`stats`). Scheduler
-thread only.
+`suspect_until`) and calls the pool (`workers`), the step statistics (`stats`) and the GPU
+shares (`SharesMixin`: `_reserve`, `_release`, `_sync_shares`). Scheduler thread only.
 """
 from __future__ import annotations
 
@@ -27,7 +32,6 @@ from dataclasses import dataclass, field
 
 from dlsched.core.types import GPU, Role, TaskPlacement, TaskSpec
 from dlsched.runtime.joblogs import rank_log
-from dlsched.runtime.nodes import NODE_ID_LABEL
 from dlsched.runtime.sdk import clean_checkpoints
 from dlsched.scheduler import events as ev
 
@@ -42,6 +46,7 @@ class _Run:
     placements: tuple[TaskPlacement, ...]        # in rank (task index) order
     workers: list[str]                           # worker actor name per rank
     pg: object = None
+    amounts: list | None = None                  # the bundles its group holds (shares.py)
     results: dict[int, dict] = field(default_factory=dict)
     started: float = 0.0
 
@@ -50,18 +55,8 @@ class RunsMixin:
     # -- runs --------------------------------------------------------------------------------
     def _start_run(self, job_id: str, placements, tasks: tuple[TaskSpec, ...], *, taken: bool = False) -> None:
         ray = self.ray
-        from ray.util.placement_group import placement_group, remove_placement_group
         spec = self.specs[job_id]
         pls = sorted(placements, key=lambda tp: tp.task)
-        bundles, selectors = [], []
-        for tp in pls:
-            t = tasks[tp.task]
-            b = {}
-            if t.demand[GPU] > 0:
-                b["GPU"] = float(t.demand[GPU])
-            b["CPU"] = max(float(t.demand[1]), 0.01)
-            bundles.append(b)
-            selectors.append({NODE_ID_LABEL: self.nodes[tp.node].ray_id})
         if not taken:
             for tp in pls:
                 self.state.take(tp.node, tasks[tp.task].vector, tp.gpu_ids)
@@ -70,15 +65,11 @@ class RunsMixin:
         run = _Run(job_id, run_id, tasks, tuple(pls), [], started=time.time())
         self.runs[job_id] = run
         self.store.update_job(job_id, attempts=attempt)
-        pg_name = f"dlsched-pg-{job_id}"
-        self._remove_pg_named(pg_name)
-        pg = placement_group(bundles, strategy="PACK", name=pg_name,
-                             lifetime="detached", bundle_label_selector=selectors)
-        run.pg = pg
+        # the runs already on these GPUs shrink to their new share first (shares.py), then this
+        # run's group fits beside them
+        self._sync_shares(self._run_gpus(pls), skip=job_id)
         t_pg = time.perf_counter()
-        if not pg.wait(self.pg_timeout_s):
-            remove_placement_group(pg)
-            run.pg = None
+        if not self._reserve(run):
             self._fail_start(run, f"placement group not ready in {self.pg_timeout_s:g} s")
             return
         t_ready = time.perf_counter()
@@ -99,7 +90,9 @@ class RunsMixin:
                     "iterations": spec.iterations, "epochs": spec.epochs,
                     "checkpoint_every": spec.checkpoint_every, "gpus": float(tasks[tp.task].demand[GPU]),
                     "entry": spec.entry, "log_path": str(rank_log(self.state_dir, job_id, tp.task)),
-                    "env": {"CUDA_VISIBLE_DEVICES": ",".join(map(str, tp.gpu_ids))} if tp.gpu_ids else {}}))
+                    # the policy's GPU ids (the same for every job packed on them); none: no GPU
+                    # (a worker that ran a GPU rank before must not keep that rank's GPUs)
+                    "env": {"CUDA_VISIBLE_DEVICES": ",".join(map(str, tp.gpu_ids))}}))
             t_addr = time.perf_counter()
             ray.get(starts, timeout=60)
             log.info("job %s: %s: placement group %.3f s, rank 0 address %.3f s, ranks started %.3f s",
@@ -129,7 +122,6 @@ class RunsMixin:
         self.q.put(("stopped", (run.job_id, reason), None, time.perf_counter()))
 
     def _teardown(self, run: _Run, *, kill: bool, reusable: dict | None = None) -> None:
-        from ray.util.placement_group import remove_placement_group
         with self._wlock:
             for ref in [r for r, v in self._waits.items() if v[1] == run.run_id]:
                 del self._waits[ref]
@@ -139,15 +131,12 @@ class RunsMixin:
                 self.workers.kill(w)
             else:
                 self.workers.release(w, tp.node, (reusable or {}).get(w, True))
-        if run.pg is not None:
-            try:
-                remove_placement_group(run.pg)
-            except Exception:
-                pass
+        self._release(run)              # its group, once Ray has the resources back (shares.py)
         for tp in run.placements:
             self.state.give(tp.node, run.tasks[tp.task].vector, tp.gpu_ids)
         self.runs.pop(run.job_id, None)
         self.store.clear_allocation(run.job_id)
+        self._sync_shares(self._run_gpus(run.placements))     # the runs left on its GPUs grow back
 
     def _remove_pg_named(self, name: str) -> None:
         from ray.util.placement_group import get_placement_group, remove_placement_group
@@ -282,5 +271,6 @@ class RunsMixin:
             out.append(ev.NodeDown(self._now, node))
         else:
             n.ray_id = ray_id
+            self._check_slots(node)                   # back with its per-GPU slots? (shares.py)
             self.suspect_until[node] = 0
             out.append(ev.NodeUp(self._now, node))

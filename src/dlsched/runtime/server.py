@@ -20,7 +20,7 @@ server on the same state dir refuses to start and names the holder.
     GET  /jobs/{id}/output?rank=R     what the job's ranks printed (stdout and stderr), per rank
     POST /jobs/{id}/cancel|suspend|resume
     POST /jobs/{id}/migrate           {"nodes": ["n2", "n3"], "workers": 4}  (both optional)
-    GET  /nodes                       nodes from Ray: name, rack, GPU type, GPUs, free, up
+    GET  /nodes                       nodes from Ray: name, rack, GPU type, GPUs, free, tasks per GPU, up
     GET  /metrics/scheduler           round count, event->decision latencies
 """
 
@@ -314,8 +314,10 @@ def make_app(server: "Server"):
         b = server.backend
         free = b.state.free
         up = b.snapshot().up
+        load = b.state.gpu_load.copy()
         return [{"name": n.name, "rack": n.rack, "gpu_type": n.gpu_type, "gpus": n.gpus,
                  "free_gpus": float(free[i, 0]), "cpus": n.cpus, "free_cpus": float(free[i, 1]),
+                 "gpu_load": [int(x) for x in load[i, :n.gpus]],      # tasks per GPU id (sharing: > 1)
                  "up": bool(b.state.up[i]), "schedulable": bool(up[i]), "ray_id": n.ray_id,
                  "warm_workers": len(b.pool[i]), "warm_ready": b.warm_ready(i)} for i, n in enumerate(b.nodes)]
 
@@ -341,17 +343,21 @@ def _summary(j: dict) -> dict:
             "reason": (j["error"] or "").splitlines()[0][:300] if j["error"] else ""}
 
 
+DEFAULT_ROUND_S = 30.0     # the periodic round of a profile that has none of its own
+
+
 class Server:
     """The scheduler thread + the API. `start()` connects to Ray and recovers; `serve()` blocks."""
 
     def __init__(self, state_dir: str | Path, *, policy: str = "fifo", ray_address: str,
                  host: str = "127.0.0.1", port: int = 8470, warm_per_node: int | None = None,
-                 round_s: float | None = 30.0, embedded: bool = False, namespace: str = "dlsched",
-                 cleanup_on_exit: bool = False, **backend_kw):
+                 round_s: float | None = None, embedded: bool = False, namespace: str = "dlsched",
+                 cleanup_on_exit: bool = False, policy_settings: dict | None = None, **backend_kw):
         self.state_dir = Path(state_dir)
         self.policy, self.ray_address = policy, ray_address
         self.host, self.port = host, port
         self.warm_per_node, self.round_s, self.embedded = warm_per_node, round_s, embedded
+        self.policy_settings = dict(policy_settings or {})    # a --policy-config's settings for it
         self.backend_kw = backend_kw
         self.namespace, self.cleanup_on_exit = namespace, cleanup_on_exit
         self.thread: threading.Thread | None = None
@@ -360,6 +366,18 @@ class Server:
         self.lock = StateLock(self.state_dir)
         self.lock.acquire({"pid": os.getpid(), "policy": policy, "ray_address": ray_address,
                            "started": time.time()})
+
+    def profile_settings(self) -> dict:
+        """The policy's settings: the config's, then --round-s; without either, the profile's own
+        round interval, or DEFAULT_ROUND_S for a profile without one (its periodic fallback)."""
+        import dlsched.policies  # noqa: F401  (registers every policy)
+        from dlsched.scheduler.framework import REGISTRY
+        over = dict(self.policy_settings)
+        if self.round_s:
+            over["round_s"] = self.round_s
+        elif over.get("round_s") is None and REGISTRY.get("profile", self.policy).round_s is None:
+            over["round_s"] = DEFAULT_ROUND_S
+        return over
 
     def start(self) -> dict:
         from dlsched.runtime.backend import RayBackend
@@ -371,7 +389,7 @@ class Server:
         if _is_loopback(self.ray_address):         # else Ray rewrites 127.0.0.1 to an outward address
             os.environ.setdefault(LOCAL_ONLY_ENV, "0")
         import ray
-        profile = build_profile(self.policy, {"round_s": self.round_s} if self.round_s else None)
+        profile = build_profile(self.policy, self.profile_settings(), runtime=True)
         if not ray.is_initialized():
             ray.init(address=self.ray_address, namespace=self.namespace, log_to_driver=False,
                      logging_level=logging.WARNING)
@@ -380,6 +398,11 @@ class Server:
                                   warm_per_node=self.warm_per_node,
                                   **self.backend_kw)
         self.scheduler = Scheduler(profile)
+        if "gpu_sharing" in profile.needs() and not self.backend.gpu_slots:
+            raise DlschedError(f"--policy {self.policy} shares GPUs, and this Ray cluster cannot: "
+                               + self.backend.no_slots_reason())
+        if not self.backend.gpu_slots:
+            log.info("GPU sharing is off: %s", self.backend.no_slots_reason())
         self.scheduler.check_backend(self.backend)    # a profile that needs more is refused here
         counts = self.backend.recover(self.scheduler)
         # the typed event log, kept in the store from here on (recovery's replay is not new)
