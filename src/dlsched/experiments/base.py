@@ -116,10 +116,12 @@ def write_outputs(res: ExperimentResult, out: Path, provenance: dict | None = No
     plots = res.extra.get("plots", {})
     for fname, draw in plots.items():
         draw(res.rows, out / fname)
+    for fname, write in res.extra.get("files", {}).items():     # other files: name -> write(path)
+        write(out / fname)
     summary = {"experiment": res.name, "title": res.title, "ok": res.ok,
                "checks": [{"expected": c.text, "ok": c.ok, "detail": c.detail} for c in res.checks],
                "published": res.published, "rows": res.rows,
-               **{k: v for k, v in res.extra.items() if k != "plots"},
+               **{k: v for k, v in res.extra.items() if k not in ("plots", "files")},
                **({"provenance": provenance} if provenance else {})}
     (out / ".summary.json.tmp").write_text(json.dumps(summary, indent=2, default=float) + "\n")
     os.replace(out / ".summary.json.tmp", out / "summary.json")
