@@ -25,20 +25,9 @@ NODES, GPUS = 4, 2
 @pytest.fixture(scope="session")
 def ray_cluster():
     """A 4-node cluster (2 virtual GPUs, 2 CPUs each) kept by this test process."""
-    from dlsched.runtime.cluster import isolate_ray_tmp, start_cluster
-    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED")}
-    tmp = isolate_ray_tmp()
-    c = start_cluster(NODES, GPUS, cpus_per_node=2)
-    try:
-        yield c
-    finally:
-        c.shutdown()
-        shutil.rmtree(tmp, ignore_errors=True)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    from dlsched.runtime.cluster import LocalRay
+    with LocalRay(NODES, GPUS, cpus_per_node=2) as r:
+        yield r.cluster
 
 
 def _free_port() -> int:

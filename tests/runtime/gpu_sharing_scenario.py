@@ -10,7 +10,6 @@ a `dlsched server --policy gandiva` with a round every second, and this process 
 to read what Ray holds."""
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
@@ -25,24 +24,14 @@ PLUGINS = Path(__file__).parent / "plugins"
 
 @pytest.fixture(scope="module")
 def small_cluster():
-    from dlsched.runtime.cluster import isolate_ray_tmp, start_cluster
-    keys = ("RAY_TMPDIR", "RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED")
-    saved = {k: os.environ.get(k) for k in keys}
-    tmp = isolate_ray_tmp()
-    c = start_cluster(1, 2, cpus_per_node=2)
-    import ray
-    ray.init(address=c.address, namespace="probe", log_to_driver=False)
-    try:
-        yield c
-    finally:
-        ray.shutdown()
-        c.shutdown()
-        shutil.rmtree(tmp, ignore_errors=True)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    from dlsched.runtime.cluster import LocalRay
+    with LocalRay(1, 2, cpus_per_node=2) as r:
+        import ray                           # after LocalRay has set Ray's environment
+        ray.init(address=r.address, namespace="probe", log_to_driver=False)
+        try:
+            yield r.cluster
+        finally:
+            ray.shutdown()
 
 
 def job(name: str, model: str, iterations: int, step_s: float = 0.05, until: Path | None = None) -> dict:

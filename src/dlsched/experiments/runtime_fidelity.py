@@ -157,35 +157,6 @@ class _Server:
                 self.proc.wait(10)
 
 
-class EmbeddedRay:
-    """A local Ray cluster of virtual GPU nodes for the real runs (as the runtime tests start
-    one), shut down and its temp dir removed on exit."""
-
-    def __init__(self, nodes: int = NODES, gpus_per_node: int = GPUS_PER_NODE, gpu_type: str = GPU_TYPE):
-        self.args = (nodes, gpus_per_node, gpu_type)
-
-    def __enter__(self) -> "EmbeddedRay":
-        from dlsched.runtime.cluster import isolate_ray_tmp, start_cluster
-        keys = ("RAY_TMPDIR", "RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
-        self.saved = {k: os.environ.get(k) for k in keys}
-        self.tmp = isolate_ray_tmp()
-        nodes, gpus, gtype = self.args
-        self.cluster = start_cluster(nodes, gpus, cpus_per_node=2, gpu_type=gtype)
-        self.address = self.cluster.address
-        return self
-
-    def __exit__(self, *exc) -> None:
-        try:
-            self.cluster.shutdown()
-        finally:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            for k, v in self.saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-
-
 def run_real(address: str, policy: str, jobs: list[tuple[float, dict]], *, round_s: float = ROUND_S,
              namespace: str = "fidelity", timeout_s: float = TIMEOUT_S, log=print,
              keep: Path | None = None, adopted: bool = False) -> dict:
@@ -375,7 +346,8 @@ def run(seeds: int = 1, policies: tuple[str, ...] = POLICIES, jobs: list | None 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     jobs = workload() if jobs is None else jobs
     outs, refused, wall = {}, {}, {}
-    with EmbeddedRay(nodes, gpus_per_node) as ray_cluster:
+    from dlsched.runtime.cluster import LocalRay
+    with LocalRay(nodes, gpus_per_node, gpu_type=GPU_TYPE) as ray_cluster:
         warm_up(ray_cluster.address, gpus=nodes * gpus_per_node, log=log)
         for p in policies:
             o = run_real(ray_cluster.address, p, jobs, round_s=round_s, log=log, keep=keep, adopted=True)

@@ -180,3 +180,33 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())
+
+
+class LocalRay:
+    """A local cluster of virtual GPU nodes (`start_cluster`) in a private Ray temp dir, as a
+    context manager: on exit the cluster is shut down, the temp dir removed and the Ray
+    environment variables this process had are put back (tests, experiments)."""
+    _ENV = ("RAY_TMPDIR", "RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED", LOCAL_ONLY_ENV)
+
+    def __init__(self, nodes: int, gpus_per_node: int, **kw) -> None:
+        self.args, self.kw = (nodes, gpus_per_node), kw
+
+    def __enter__(self):
+        self.saved = {k: os.environ.get(k) for k in self._ENV}
+        self.tmp = isolate_ray_tmp()
+        self.cluster = start_cluster(*self.args, **self.kw)
+        self.address = self.cluster.address
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import shutil
+        try:
+            self.cluster.shutdown()
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            for k, v in self.saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+

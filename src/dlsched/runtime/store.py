@@ -145,7 +145,8 @@ class Store:
         c = rec.cost
         cost = None if c is None else json.dumps(dataclasses.asdict(c) if dataclasses.is_dataclass(c) else repr(c))
         self._x("INSERT INTO schedlog (time_s, kind, job_id, detail, placements, cost, packed) VALUES (?,?,?,?,?,?,?)",
-                (rec.time_s, rec.kind, rec.job_id, rec.detail,
+                (rec.time_s, rec.kind, rec.job_id,
+                 f"{rec.stats[0]:.6g} {rec.stats[1]}" if rec.kind == "round" else rec.detail,  # kept as text
                  json.dumps([[tp.task, tp.node, list(tp.gpu_ids)] for tp in rec.placements]), cost, int(rec.packed)))
 
     def schedlog(self, since_id: int = 0, limit: int = 100000) -> list[dict]:

@@ -429,7 +429,7 @@ class Scheduler:
         self._saved = None
         if self._last_round is not None:
             now, wall, queued = self._last_round
-            self._log(now, "round", "", f"{wall:.6g} {queued}", stats=(wall, queued))
+            self._log(now, "round", "", stats=(wall, queued))
             self._last_round = None
 
     def execute(self, plan: Plan, backend) -> None:

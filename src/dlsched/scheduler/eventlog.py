@@ -42,7 +42,7 @@ KINDS = {
     "task_finish": "one task of a bag of tasks ended (detail: its index)",
     "stats": "the job's counters as the backend measured them (appended when a run's result is built)",
     "round": "a scheduling round whose plan was carried out (stats: (wall seconds, queued jobs); "
-             "detail: the same as text, as a store keeps it)",
+             "a store keeps them as the detail text \"<wall> <queued>\")",
     "NodeDown": "a node went down (detail: node id)",
     "NodeUp": "a node came (back) up (detail: node id)",
 }
