@@ -203,8 +203,10 @@ def test_time_slicing_gives_a_late_job_a_turn_at_once():
     assert j.loc["a", "suspends"] >= 1 and j.loc["c", "suspends"] >= 1
     sus = [e for e in sched.log if e[1] == "suspend"]
     assert sus[0][:3] == (100.0, "suspend", "a")
-    # Turns: c from 100 to the first round >= 160 (the 60 s ticks: 180), then a.
-    assert sus[1][:3] == (180.0, "suspend", "c")
+    # Turns end on time, not at the next 60 s tick (180): c from 100 to 160 (the timeslice
+    # asks for a round then), then a from 160 to 220.
+    assert sus[1][:3] == (160.0, "suspend", "c")
+    assert sus[2][:3] == (220.0, "suspend", "a")
     # Under FIFO c waits for a GPU until 3000.
     fifo = dlsched.simulate(_cluster(1, 2), [_job("a", 0), _job("b", 0), _job("c", 100)], "fifo").jobs.set_index("job_id")
     assert fifo.loc["c", "ttfp_s"] == pytest.approx(2900)

@@ -47,6 +47,7 @@ from dlsched.cluster.state import Snapshot
 from dlsched.core.errors import DlschedError
 from dlsched.core.types import JobSpec, Launch, Plan, Resume, Status, TaskSpec
 from dlsched.scheduler import events as ev
+from dlsched.scheduler.admission import NeverFits
 from dlsched.scheduler.backend import capabilities_of, capability_gap
 from dlsched.scheduler.context import _SETTLED, JobRecord, JobState, RoundContext  # noqa: F401 (re-exported)
 from dlsched.scheduler.contain import contained_round
@@ -79,7 +80,7 @@ class Scheduler:
         self._dirty = False
         self._static = bool(profile.order.static)
         self._first_fit = len(profile.scorers) == 1 and bool(profile.scorers[0][0].first_fit)
-        self._fit_cache: dict = {}
+        self._never_fits = NeverFits(profile.filters)
         self._local_scores = all(sc.node_local for sc, _ in profile.scorers)
         self._dynamic = bool(profile.order.dynamic)
         # hooks with a body (the declared defaults do nothing: calling them would only cost)
@@ -87,14 +88,13 @@ class Scheduler:
         self._pre_actions = [a for a in profile.actions if _overrides(a, "before_place")]
         self._post_actions = [a for a in profile.actions if _overrides(a, "act")]
         self._observers = [c for c in profile.components() if _overrides(c, "observe")]
+        self._wakers = [c for c in profile.components() if _overrides(c, "next_wake")]
         self._stateful = [c for c in profile.components() if c.round_state]
         self._acts_on_running = bool(profile.actions or profile.placers)
         self._saved: list | None = None    # round_state before the last round not carried out yet
         self._next_tick: float | None = None
         self._ticked = False
         self._stats: Callable[[str], dict] | None = None
-        self._cap_max: np.ndarray | None = None
-        self._cap_total: np.ndarray | None = None
         self.round_errors: list[tuple[float, str | None, str]] = []   # (time, job or None, error)
 
     def _log(self, *fields, **kw) -> None:
@@ -177,7 +177,8 @@ class Scheduler:
             self._log(e.time, type(e).__name__, "", str(e.node))
             self._dirty = True
         elif isinstance(e, ev.RoundTick):
-            self._next_tick = None
+            if self._next_tick is not None and e.time >= self._next_tick - _EPS:
+                self._next_tick = None      # the periodic tick (not a component's wake)
             self._dirty = True
             self._ticked = True
 
@@ -195,39 +196,6 @@ class Scheduler:
             return
         self._enqueue(rec)
         self._dirty = True
-
-    def _never_fits(self, job: JobSpec, backend) -> str:
-        """Why the job can never run on this cluster ("" when it can). Cached by the job's
-        multiset of task demands: trace jobs repeat a handful of shapes."""
-        counts: dict[tuple, int] = {}
-        for t in job.tasks:
-            counts[t.demand] = counts.get(t.demand, 0) + 1
-        key = (job.kind, tuple(sorted(counts.items())))
-        hit = self._fit_cache.get(key)
-        if hit is not None:
-            return hit
-        if self._cap_max is None:
-            cap = backend.snapshot().capacity
-            self._cap_max = cap.max(axis=0)
-            self._cap_total = cap.sum(axis=0)
-        reason = ""
-        need = np.zeros_like(self._cap_total)
-        for demand, n in counts.items():
-            v = np.asarray(demand, dtype=np.float64)
-            if (v > self._cap_max + _EPS).any():
-                reason = "a task is larger than any node"
-                break
-            need += n * v
-        if not reason and job.kind == "dl" and (need > self._cap_total + _EPS).any():
-            reason = "the job needs more than the whole cluster"
-        if not reason:
-            cluster = backend.snapshot().cluster
-            for f in self.profile.filters:
-                reason = f.never_fits(job, cluster)
-                if reason:
-                    break
-        self._fit_cache[key] = reason
-        return reason
 
     def _enqueue(self, rec: JobRecord) -> None:
         if rec.queued:
@@ -477,6 +445,10 @@ class Scheduler:
                     if len(plan):
                         backend.apply(plan)
                         self._after_apply(plan, now)
+                    for c in self._wakers:
+                        t = c.next_wake(now)
+                        if t is not None and t > now + _EPS:
+                            backend.wake_at(t)
                 self._dirty = False
             self._ticked = False
             if round_s and self._next_tick is None and (self.queue or self.running):

@@ -82,6 +82,12 @@ class Component(Protocol):
         update the component's own state only. Never called when the component does not
         override it."""
 
+    def next_wake(self, now: float) -> float | None:
+        """The time after `now` at which this component wants a round even if nothing happens
+        (the end of a Gandiva time-slice turn), or None. Asked after each round carried out and
+        each applied plan; the scheduler asks the backend for a round then (Backend.wake_at).
+        Pure. Never called when the component does not override it."""
+
 
 class Order(Component, Protocol):
     """Which waiting job goes first: a sort key (the framework appends (submit_time_s, job_id),

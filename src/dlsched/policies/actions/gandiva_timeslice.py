@@ -28,7 +28,8 @@ round (the placement loop does not start them elsewhere: gandiva_migrate moves t
 GPUs). With `max_load` = 2 no GPU has more than two jobs time-sharing it, and only the holder
 (plus the jobs gandiva_pack runs beside it) uses it at any time.
 
-The profile must run a round at least every quantum (round_s): turns end at rounds.
+Turns end on time: `next_wake` asks the scheduler for a round at the end of the earliest turn
+that someone waits for (the backend's wake_at), whatever the profile's round interval.
 """
 from __future__ import annotations
 
@@ -101,6 +102,24 @@ class GandivaTimeslice(Action):
 
     def observe(self, now: float, events: list, applied) -> None:
         self.clock.observe(now, events, applied)
+
+    def next_wake(self, now: float) -> float | None:
+        """The end of the earliest turn with someone waiting (no later than the quantum, and
+        the holder has run min_run_s): turns end on time, not at the next periodic round."""
+        if not self.enabled:
+            return None
+        best = None
+        for ring in self.rings.values():
+            if len(ring.members) < 2:
+                continue
+            t = ring.since + self.quantum_s
+            started = self.clock.started.get(ring.members[0])
+            if started is not None:
+                t = max(t, started + self.min_run_s)
+            if t > now + _EPS and (best is None or t < best):
+                best = t
+        return best
+
     def before_place(self, ctx) -> None:
         """Tidy the rings, start the next member where the holder left, end the turns that are
         over; parked members are decided for this round."""
