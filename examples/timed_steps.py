@@ -11,6 +11,14 @@ args:
   serial:   0.25                  the part of a step that does not shrink with more workers
   comm_s:   0.0                   seconds added per extra worker (the all-reduce's cost)
   model:    None                  the name whose loss curve the job reports (below)
+  gpu_busy: 0.0                   emulate GPU sharing on a machine without GPUs: the fraction of
+                                  a step that uses the GPU (0: no emulation). With n ranks of
+                                  jobs on one GPU (the policy packed them: the same node and
+                                  CUDA_VISIBLE_DEVICES id), a step takes
+                                  max(1, n x gpu_busy) x (1 + interference) of its target
+                                  (SharedGpu): light jobs pack for free, heavy ones divide the GPU
+  interference: 0.0               how much two jobs on one GPU slow each other beyond dividing it
+                                  (caches, memory bandwidth): what makes packing lose
   seed:     0
   lr:       0.01
 
@@ -67,6 +75,57 @@ def gpu_type() -> str:
         return ""
 
 
+class SharedGpu:
+    """The emulated GPU (gpu_busy): each rank on a GPU (node, CUDA_VISIBLE_DEVICES id) marks its
+    presence with a file named by its pid in that GPU's folder; a step with n ranks present
+    takes max(1, n x gpu_busy) x (1 + interference) of its target when n > 1 (the GPU's time
+    divided among them, plus what they cost each other), its target when alone."""
+
+    def __init__(self, busy: float, interference: float) -> None:
+        import os
+        import tempfile
+        self.busy, self.interference, self.path = busy, interference, None
+        gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        if busy <= 0 or not gpus:
+            return
+        node = "local"
+        try:
+            import ray
+            if ray.is_initialized():
+                node = ray.get_runtime_context().get_node_id()[:16]
+        except Exception:
+            pass
+        self.dir = os.path.join(tempfile.gettempdir(), "dlsched-gpus", f"{node}-{gpus.split(',')[0]}")
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        self.path = os.path.join(self.dir, str(os.getpid()))
+        open(self.path, "w").close()
+
+    def users(self) -> int:
+        import os
+        n = 0
+        for name in os.listdir(self.dir):
+            try:
+                os.kill(int(name), 0)          # a rank that died without closing does not count
+                n += 1
+            except (ValueError, ProcessLookupError, PermissionError):
+                pass
+        return n
+
+    def factor(self) -> float:
+        if self.path is None:
+            return 1.0
+        n = self.users()
+        return 1.0 if n <= 1 else max(1.0, n * self.busy) * (1.0 + self.interference)
+
+    def close(self) -> None:
+        import os
+        if self.path is not None:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+
+
 def target_step_s(args: dict, gtype: str, world: int) -> float:
     """Seconds one step should take with `world` workers on GPUs of type `gtype`."""
     table = args.get("step_s", {}) or {}
@@ -109,24 +168,28 @@ def main(ctx):
         start = state["step"]
     save = lambda: {"model": model.state_dict(), "bufs": [b.clone() for b in bufs]}   # noqa: E731
     per = N // ctx.batch_size
-    for step in ctx.steps(start, save):
-        t0 = time.perf_counter()
-        i = step % per
-        rows = torch.arange(i * ctx.batch_size, (i + 1) * ctx.batch_size)[ctx.local_batch]
-        xb, yb = x[rows].to(dev), y[rows].to(dev)
-        model.zero_grad(set_to_none=False)
-        mse = ((model(xb) - yb) ** 2).mean()
-        mse.backward()
-        flat = torch.cat([p.grad.reshape(-1) for p in params])
-        dist.all_reduce(flat)                      # the mean gradient of the global mini-batch
-        flat /= ctx.num_workers
-        with torch.no_grad():
-            k = 0
-            for p, b in zip(params, bufs):
-                b.mul_(MOMENTUM).add_(flat[k:k + p.numel()].view_as(p))
-                p.sub_(lr * b)
-                k += p.numel()
-        left = target - (time.perf_counter() - t0)
-        if left > 0:
-            time.sleep(left)
-        ctx.report(loss=observed_loss(curve, step + 1), train_loss=mse.item())   # after step + 1 steps
+    gpu = SharedGpu(float(args.get("gpu_busy", 0.0)), float(args.get("interference", 0.0)))
+    try:
+        for step in ctx.steps(start, save):
+            t0 = time.perf_counter()
+            i = step % per
+            rows = torch.arange(i * ctx.batch_size, (i + 1) * ctx.batch_size)[ctx.local_batch]
+            xb, yb = x[rows].to(dev), y[rows].to(dev)
+            model.zero_grad(set_to_none=False)
+            mse = ((model(xb) - yb) ** 2).mean()
+            mse.backward()
+            flat = torch.cat([p.grad.reshape(-1) for p in params])
+            dist.all_reduce(flat)                      # the mean gradient of the global mini-batch
+            flat /= ctx.num_workers
+            with torch.no_grad():
+                k = 0
+                for p, b in zip(params, bufs):
+                    b.mul_(MOMENTUM).add_(flat[k:k + p.numel()].view_as(p))
+                    p.sub_(lr * b)
+                    k += p.numel()
+            left = target * gpu.factor() - (time.perf_counter() - t0)
+            if left > 0:
+                time.sleep(left)
+            ctx.report(loss=observed_loss(curve, step + 1), train_loss=mse.item())   # after step + 1 steps
+    finally:
+        gpu.close()

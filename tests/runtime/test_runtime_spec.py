@@ -21,6 +21,7 @@ def test_examples_validate():
     assert p.ps == 1 and p.iterations == 150
     js = p.to_jobspec("j1", 5.0)
     assert js.comm == "ps" and js.num_workers == 2 and js.num_ps == 1 and js.gpus == 2.0
+    assert js.user == "default"
 
 
 BAD = [
@@ -35,6 +36,8 @@ BAD = [
     ("name: x\nentry: {prog}\nbatch_size: 64\niterations: 5\ngpus_per_worker: 1.5\n", 5, "gpus_per_worker", "fraction"),
     ("name: 'bad name!'\nentry: {prog}\nbatch_size: 64\niterations: 5\n", 1, "name", "letters"),
     ("name: x\nentry: {prog}\nbatch_size: 64\niterations: 5\nargs: [1, 2]\n", 5, "args", "mapping"),
+    ("name: x\nentry: {prog}\nbatch_size: 64\niterations: 5\nuser: 'a b'\n", 5, "user", "letters"),
+    ("name: x\nentry: {prog}\nbatch_size: 64\niterations: 5\nmodel: " + "m" * 200 + "\n", 5, "model", "at most 128"),
 ]
 
 
@@ -71,3 +74,17 @@ def test_cli_submit_bad_spec_exits_nonzero(tmp_path):
     assert r.returncode == 2
     assert f"{p}, line 3, field 'workers'" in r.stderr
     assert not (tmp_path / "state").exists()      # nothing written, no server contacted
+
+
+def test_the_whole_schedlog_is_read_page_by_page(tmp_path):
+    # the report and the calibration read every record, however long the run (no silent cap)
+    from dlsched.runtime.store import Store
+    from dlsched.scheduler.eventlog import LogRecord
+    st = Store(tmp_path / "s.db")
+    try:
+        for i in range(7):
+            st.log_record(LogRecord(float(i), "arrival", f"j{i}", ""))
+        assert [r["job_id"] for r in st.schedlog_all(page=3)] == [f"j{i}" for i in range(7)]
+        assert len(st.schedlog(limit=3)) == 3
+    finally:
+        st.close()

@@ -5,6 +5,7 @@ grow-shrink). Expected values are worked out in the comments."""
 import pytest
 
 import dlsched
+import dlsched.metrics
 import dlsched.policies  # noqa: F401
 from dlsched.cluster import cluster_from_dict, load_cluster
 from dlsched.core.errors import ConfigError
@@ -222,12 +223,14 @@ def test_time_slicing_respects_max_load():
 
 
 def test_packing_is_kept_when_it_beats_time_slicing():
-    # Two VAEs on one P40: packed at the first round after they share the ring (both fit: 1 GB,
-    # 8.7 % each), profiled for 120 s, kept: each then runs at full speed (factor 1.0), so they
-    # end together at about 3000 s + the first turn, far below time slicing's ~6000 s.
+    # Two VAEs on one P40: time-sliced until each has had a turn alone (its solo rate measured),
+    # then packed (both fit: 1 GB, 8.7 % each), profiled for 120 s and kept from the rates
+    # measured: each runs at full speed packed (factor 1.0, aggregate 2), so they end together
+    # at about 3000 s + the first turns, far below time slicing's ~6000 s.
     res, sched, _ = _run(_cluster(1, 1), [_job("a", 0, "vae"), _job("b", 1, "vae")], NO_GROW)
     pack = _action(sched, GandivaPack)
     assert [v for *_, v in pack.log] == ["pack", "kept"]
+    assert pack.judged[0]["how"] == "measured" and pack.judged[0]["packed"] == pytest.approx(2.0)
     assert res.summary["makespan_s"] < 3200
     sliced, _, _ = _run(_cluster(1, 1), [_job("a", 0, "vae"), _job("b", 1, "vae")],
                         {**NO_GROW, "gandiva_pack": {"enabled": False}})
@@ -246,6 +249,30 @@ def test_packing_is_undone_when_it_loses():
     assert [v for *_, v in log] == ["pack", "undone"]
     assert log[1][0] - log[0][0] == pytest.approx(120)
     assert res.summary["finished"] == 2
+
+
+class _SlowWhenShared(SimBackend):
+    """A backend whose measured rate of a job on a shared GPU is a third of the model's: what a
+    profiler would see where packing interferes more than the packing model says."""
+
+    def job_stats(self, job_id):
+        st = super().job_stats(job_id)
+        run = self.runs.get(job_id)
+        if run is not None and any(self.state.gpu_load[tp.node, g] > 1
+                                   for tp in run.placements.values() for g in tp.gpu_ids):
+            st["rate"] = st["rate"] / 3.0
+        return st
+
+
+def test_packing_verdict_follows_the_measured_rates():
+    # The same two VAEs (the packing model: kept). Measured at a third of their solo rate when
+    # packed, the aggregate is 2/3 < time slicing's: the pack is undone, from the measurement.
+    sched = Scheduler(build_profile("gandiva", {"params": NO_GROW}))
+    sched.run(_SlowWhenShared(_cluster(1, 1), [_job("a", 0, "vae"), _job("b", 1, "vae")]))
+    pack = _action(sched, GandivaPack)
+    assert [v for *_, v in pack.log] == ["pack", "undone"]
+    j = pack.judged[0]
+    assert j["how"] == "measured" and j["packed"] == pytest.approx(2 / 3, rel=1e-6) and j["packed"] < j["sliced"]
 
 
 def test_time_sliced_job_migrates_to_a_freed_gpu():

@@ -229,7 +229,8 @@ def register(app: typer.Typer) -> None:
                state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
                url: Optional[str] = typer.Option(None)):
         """The real run so far as a simulation reports one: summary.json, jobs / timeline Parquet
-        and report.html, computed from the server's event log."""
+        and report.html, computed from the server's event log; and calibration.json, the step
+        times and switch costs it measured (the simulator's input to replay it)."""
         from dlsched.cli.main import _check_out, _clear_out
         _check_out(out, force)
         data = Client(state_dir, url).get("/report")
@@ -245,6 +246,9 @@ def register(app: typer.Typer) -> None:
             _clear_out(out)
         res.save(out)
         path = write_run_report(res, out)
+        if data.get("calibration"):   # what the simulator needs to replay this run (dlsched.workload.calibrated)
+            from dlsched.runtime.calibration import write_calibration
+            write_calibration(out / "calibration.json", data["calibration"])
         jct = "-" if sm["mean_jct_s"] is None else f"{sm['mean_jct_s']:.1f} s"
         typer.echo(f"{sm['jobs']} jobs, {sm['finished']} finished; mean JCT {jct}; report: {path}")
 

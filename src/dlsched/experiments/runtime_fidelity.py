@@ -93,7 +93,8 @@ def workload(jobs: int = JOBS, seed: int = SEED, mean_gap_s: float = MEAN_GAP_S,
 class _Server:
     """A `dlsched server` subprocess on its own state dir, and a client for its API."""
 
-    def __init__(self, address: str, state_dir: Path, policy: str, round_s: float, namespace: str):
+    def __init__(self, address: str, state_dir: Path, policy: str, round_s: float, namespace: str,
+                 policy_config: Path | None = None):
         import socket
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -102,6 +103,8 @@ class _Server:
         self.cmd = [sys.executable, "-m", "dlsched.cli.main", "server", "--ray-address", address,
                     "--state-dir", str(state_dir), "--policy", policy, "--port", str(self.port),
                     "--namespace", namespace, "--round-s", str(round_s)]
+        if policy_config is not None:
+            self.cmd += ["--policy-config", str(policy_config)]
         self.proc = None
         self.token = ""
 
@@ -159,17 +162,25 @@ class _Server:
 
 def run_real(address: str, policy: str, jobs: list[tuple[float, dict]], *, round_s: float = ROUND_S,
              namespace: str = "fidelity", timeout_s: float = TIMEOUT_S, log=print,
-             keep: Path | None = None, adopted: bool = False) -> dict:
+             keep: Path | None = None, adopted: bool = False, policy_config: dict | None = None,
+             collect=None) -> dict:
     """One policy on the real runtime: {"refused": reason} or {"result": SimResult (the
     runtime's report), "calibration": dict, "jobs": [(job id, spec, submit s)], "epoch", "wall_s"}.
     `keep`: a folder to keep the state dir in (its store, server log, rank logs), else removed;
-    `adopted`: an earlier server of this namespace left its warm workers (they are adopted)."""
+    `adopted`: an earlier server of this namespace left its warm workers (they are adopted);
+    `policy_config`: the profile's settings ({"params": ...}, the server's --policy-config);
+    `collect(store, epoch)`: more figures from the run's store, returned as "collected"."""
     from dlsched.runtime.calibration import calibration_from_store
     from dlsched.runtime.report import result_from_store
     from dlsched.runtime.store import Store
     sd = Path(tempfile.mkdtemp(prefix=f"fidelity-{policy}-", dir=keep))
     try:
-        srv = _Server(address, sd, policy, round_s, namespace)
+        cfg = None
+        if policy_config is not None:
+            import yaml
+            cfg = sd / "policy.yaml"
+            cfg.write_text(yaml.safe_dump({"policies": {policy: policy_config}}))
+        srv = _Server(address, sd, policy, round_s, namespace, cfg)
         try:
             srv.start()
         except RuntimeError as e:
@@ -214,11 +225,13 @@ def run_real(address: str, policy: str, jobs: list[tuple[float, dict]], *, round
             res = result_from_store(store, epoch, total, policy=policy)
             cal = calibration_from_store(store, epoch, nodes=nodes, policy=policy)
             stored = [(j["job_id"], j["spec"], j["submit_time"] - epoch) for j in store.jobs()]
+            collected = collect(store, epoch) if collect is not None else None
         finally:
             store.close()
         log(f"{policy}: real: {res.summary['finished']}/{len(jobs)} done, mean JCT "
             f"{_s(res.summary['mean_jct_s'])}, makespan {_s(res.summary['makespan_s'])} ({wall:.0f} s)")
-        return {"result": res, "calibration": cal, "jobs": stored, "epoch": epoch, "wall_s": wall}
+        return {"result": res, "calibration": cal, "jobs": stored, "epoch": epoch, "wall_s": wall,
+                "collected": collected}
     finally:
         if keep is None:
             shutil.rmtree(sd, ignore_errors=True)

@@ -110,7 +110,7 @@ def calibration_from_store(store, epoch: float | None = None, *, nodes: list[dic
     if epoch is None:
         epoch = float(store.meta("epoch"))
     gtype = {str(n["name"]): str(n.get("gpu_type", "*")) for n in (nodes or [])}
-    log = store.schedlog()
+    log = store.schedlog_all()
     takes: dict[str, list[tuple[float, str]]] = {}
     finishes: dict[str, float] = {}
     for r in log:

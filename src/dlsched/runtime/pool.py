@@ -44,14 +44,21 @@ class WorkerPool:
 
     def new(self, node: int) -> str:
         n = self.nodes[node]
-        while True:
+        for _ in range(1000):
             self._seq += 1
             name = f"w-{n.name}-{self._seq}"
-            if name not in self.handles:
+            if name in self.handles:
+                continue
+            try:
+                h = self._remote_cls().options(
+                    name=name, namespace=self.namespace, lifetime="detached", num_cpus=0, max_concurrency=16,
+                    label_selector={NODE_ID_LABEL: n.ray_id}).remote(n.name, self.warm_imports)
                 break
-        h = self._remote_cls().options(
-            name=name, namespace=self.namespace, lifetime="detached", num_cpus=0, max_concurrency=16,
-            label_selector={NODE_ID_LABEL: n.ray_id}).remote(n.name, self.warm_imports)
+            except ValueError as e:      # the name is taken (another server of this namespace)
+                if "already taken" not in str(e):
+                    raise
+        else:
+            raise RuntimeError(f"no free rank worker name on {n.name} in namespace {self.namespace}")
         self.handles[name] = h
         self._ping[name] = h.ping.remote()
         return name
@@ -93,19 +100,31 @@ class WorkerPool:
         names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
                  if a.get("namespace") == self.namespace and a["name"].startswith("w-")]
         for name in names:
+            seq = name.rsplit("-", 1)[-1]
+            if seq.isdigit():           # never reuse a name, even of a worker not adopted
+                self._seq = max(self._seq, int(seq))
             try:
                 h = ray.get_actor(name, namespace=self.namespace)
-                info = ray.get(h.ping.remote(), timeout=5)
+                ping = h.ping.remote()
+                info = ray.get(ping, timeout=5)
+            except ray.exceptions.GetTimeoutError:
+                # still starting (its constructor imports torch): idle, and ready when its
+                # ping answers; its node is in its name
+                node = self.node_idx.get(name[2:].rsplit("-", 1)[0])
+                if node is not None:
+                    self.handles[name], self._ping[name] = h, ping
+                    self.idle[node].append(name)
+                continue
             except Exception:
                 continue
             node = self.node_idx.get(info["node"])
             if node is None:
                 continue
             self.handles[name] = h
-            seq = name.rsplit("-", 1)[-1]
-            if seq.isdigit():
-                self._seq = max(self._seq, int(seq))
-            st = ray.get(h.status.remote(), timeout=5)
+            try:
+                st = ray.get(h.status.remote(), timeout=5)
+            except Exception:
+                continue
             if st["state"] == "idle":
                 self.idle[node].append(name)
 

@@ -29,7 +29,7 @@ def _gpus(spec: RuntimeJobSpec, workers: int | None) -> dict[int, float]:
 
 
 def result_from_store(store, epoch: float, total_gpus: int, *, policy: str, cluster_name: str = "ray") -> SimResult:
-    rows = store.schedlog()
+    rows = store.schedlog_all()
     jobs = {j["job_id"]: j for j in store.jobs()}
     specs = {jid: RuntimeJobSpec(**j["spec"]) for jid, j in jobs.items()}
     log, samples = [], []

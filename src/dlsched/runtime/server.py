@@ -254,12 +254,16 @@ def make_app(server: "Server"):
     def report():
         """The run's summary, per-job table and utilisation samples, computed from the event log
         exactly as a simulation's (dlsched.runtime.report)."""
+        from dlsched.runtime.calibration import calibration_from_store
         from dlsched.runtime.report import result_from_store
-        res = result_from_store(server.store, server.backend.epoch, int(server.backend.cluster.total_gpus),
-                                policy=server.policy)
+        b = server.backend
+        res = result_from_store(server.store, b.epoch, int(b.cluster.total_gpus), policy=server.policy)
         jobs = res.jobs.astype(object).where(res.jobs.notna(), None)
+        nodes = [{"name": n.name, "rack": n.rack, "gpu_type": n.gpu_type, "gpus": n.gpus, "cpus": n.cpus}
+                 for n in b.nodes]
         return {"summary": res.summary, "jobs": jobs.to_dict(orient="records"),
-                "timeline": res.timeline.to_dict(orient="list")}
+                "timeline": res.timeline.to_dict(orient="list"),
+                "calibration": calibration_from_store(server.store, b.epoch, nodes=nodes, policy=server.policy)}
 
     @api.get("/log")
     def schedlog(since_id: int = 0, limit: int = 10000):

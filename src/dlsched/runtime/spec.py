@@ -13,6 +13,7 @@
     deadline_s: 3600                # optional, seconds after submission
     priority: 0
     model: mlp                      # a name for reports (and the simulator's model zoo)
+    user: alice                     # whose job (DRF's fairness is between users; default "default")
     checkpoint_every: 20            # steps between checkpoints (also at every suspend)
 
 The entry's function `main(ctx)` gets a dlsched.runtime.sdk.JobContext.
@@ -46,6 +47,7 @@ FIELDS: dict[str, tuple[str, Any, bool]] = {
     "deadline_s": ("num0", None, False),
     "priority": ("int", 0, False),
     "model": ("str", None, False),
+    "user": ("name", "default", False),
     "checkpoint_every": ("int1", 20, False),
 }
 
@@ -67,6 +69,7 @@ class RuntimeJobSpec:
     deadline_s: float | None = None
     priority: int = 0
     model: str | None = None
+    user: str = "default"
     checkpoint_every: int = 20
 
     def to_dict(self) -> dict:
@@ -96,7 +99,7 @@ class RuntimeJobSpec:
                        deadline_s=None if self.deadline_s is None else submit_time_s + self.deadline_s,
                        model=self.model, comm="ps" if self.ps else "allreduce",
                        batch_size=self.batch_size,
-                       iterations=float(self.iterations) if self.iterations else None)
+                       iterations=float(self.iterations) if self.iterations else None, user=self.user)
 
 
 def _lines(text: str) -> dict[str, int]:
@@ -122,6 +125,8 @@ def _check(kind: str, key: str, v: Any, err) -> Any:
     if kind == "str":
         if not isinstance(v, (str, int)) or isinstance(v, bool):
             err(key, f"must be a string, got {v!r}")
+        if len(str(v)) > 128:
+            err(key, f"must be at most 128 characters, got {len(str(v))}")
         return str(v)
     if kind == "map":
         if not isinstance(v, dict):

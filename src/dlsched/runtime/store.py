@@ -160,6 +160,15 @@ class Store:
             out.append(d)
         return out
 
+    def schedlog_all(self, page: int = 100000) -> list[dict]:
+        """The whole log, oldest first, read a page at a time."""
+        out: list[dict] = []
+        while True:
+            part = self.schedlog(since_id=out[-1]["id"] if out else 0, limit=page)
+            out += part
+            if len(part) < page:
+                return out
+
     def add_stats(self, job_id: str, recs: list[dict]) -> None:
         if not recs:
             return

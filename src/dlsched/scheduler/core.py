@@ -349,7 +349,9 @@ class Scheduler:
                                       or np.isnan(s).any()):
                 raise AssertionError(f"scorer {scorer.name} returned scores outside [0, 1]: {s[:5]}")
             total += w * s
-        return total
+        # ties go to the lowest node: scores equal but for float noise (x * (1 / x) is 1 -
+        # 1e-16 for some capacities, e.g. a Ray node's memory) are made equal first
+        return np.round(total, 12)
 
     # -- applying a plan's effects to the records ----------------------------------------------
     def _after_apply(self, plan: Plan, now: float) -> None:

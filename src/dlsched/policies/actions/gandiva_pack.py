@@ -12,10 +12,14 @@ On a ring of gandiva_timeslice (jobs taking turns on the same GPUs), with member
     feasible(S)  = |S| <= max_jobs  and  sum_{j in S} mem_j <= GPU memory
                    and  sum_{j in S} u_j <= max_util          (peak memory, solo utilisation:
                                                                 dlsched.workload.packing)
+                   and  every j in S has had a turn alone    (its solo rate measured; not
+                                                                needed for a mix already kept,
+                                                                nor with profile_first = False)
     pack         : every parked member starts on the ring's GPUs beside the holder (costed
                    Launch / Resume with packed = True); the ring stops rotating
     after window_s packed (the profiling window):
-        packed  = sum_j factor_j = |S| x min(1, 1 / sum_j c_j)      (aggregate, in solo speeds)
+        packed  = sum_j rate_j(packed) / rate_j(solo)               (aggregate, in solo speeds,
+                                                                      measured: below)
         sliced  = 1 - (c_out + c_in) / quantum_s                     (one job at a time, less the
                                                                       mean switch cost per turn)
         packed > sliced x (1 + margin)  -> kept
@@ -23,11 +27,15 @@ On a ring of gandiva_timeslice (jobs taking turns on the same GPUs), with member
                                            (costed) and the ring time-slices again; that mix of
                                            models is not packed again
 
-Profiling is modelled: the simulator's speeds are deterministic, so the aggregate throughput a
-profiler would measure over the window is the packing model's (packing.packed_factor), which is
-what the simulator runs the jobs at. The window still costs what it costs: the jobs run packed
-(at the packed speed, good or bad) for window_s before the verdict. A mix found good is packed
-at once the next time it meets (no new trial).
+Profiling is measured: rate_j is the backend's `rate` of job j (ctx.stats: steps per second of
+its current run, from the step times its rank 0 reports on the runtime; the modelled speed in
+the simulator, which runs packed jobs at the packing model's speed, packing.packed_factor).
+rate_j(solo) is the rate the job was last seen at while it held the ring's GPUs alone (taken at
+every round before the pack); a job never seen alone counts with the packing model's factor
+instead (packed_factor of the mix: its share of the aggregate). The window costs what it costs:
+the jobs run packed (good or bad) for window_s before the verdict. A mix found good is packed at
+once the next time it meets (no new trial). The log keeps how each verdict was reached
+("measured" or "modelled").
 
 Default max_util = 1.0 (the jobs' utilisations must add up to one GPU: VAE, SuperResolution and
 the light zoo models pack; Table 1's heavy models never try). max_jobs = 2: with the default
@@ -52,9 +60,10 @@ def _mix(models) -> tuple:
 class GandivaPack(Action):
     """Gandiva packing: time-sliced jobs light enough run together; kept when faster than slicing."""
     needs = frozenset(('costed_switches', 'gpu_sharing', 'preemption'))  # backend capabilities (dlsched.scheduler.backend)
+    round_state = ("kept", "undone", "log", "judged", "solo")
 
     def __init__(self, max_util: float = 1.0, max_jobs: int = 2, window_s: float = 120.0,
-                 margin: float = 0.0, enabled: bool = True) -> None:
+                 margin: float = 0.0, profile_first: bool = True, enabled: bool = True) -> None:
         if max_util <= 0:
             raise ValueError(f"max_util must be > 0, got {max_util}")
         if max_jobs < 2:
@@ -68,12 +77,26 @@ class GandivaPack(Action):
         self.max_jobs = int(max_jobs)
         self.window_s = float(window_s)
         self.margin = float(margin)
+        self.profile_first = bool(profile_first)
         self.kept: set[tuple] = set()      # model mixes whose packing was retained
         self.undone: set[tuple] = set()    # ... and those whose packing was undone
         self.log: list[tuple] = []         # (time, ring members, mix, "pack" | "kept" | "undone")
+        self.judged: list[dict] = []       # per verdict: packed and sliced aggregates, how measured
+        self.solo: dict[str, float] = {}   # job -> its rate when last seen alone on its ring's GPUs
+        self._rings: dict = {}             # gandiva_timeslice's rings (seen at the last round)
 
     def act(self, ctx) -> None:
         """Nothing after placement: packing is decided before it (see before_place)."""
+
+    def next_wake(self, now: float) -> float | None:
+        """The end of the earliest profiling window still open: the verdict is on time."""
+        best = None
+        for ring in self._rings.values():
+            if ring.packed_since is not None and not ring.pack_verdict:
+                t = ring.packed_since + self.window_s
+                if t > now + _EPS and (best is None or t < best):
+                    best = t
+        return best
 
     def before_place(self, ctx) -> None:
         """Judge the packs whose window is over, pack the rings that qualify. Runs before the
@@ -82,11 +105,13 @@ class GandivaPack(Action):
         ts = find_action(ctx, GandivaTimeslice)
         if ts is None or not self.enabled:
             return
+        self._rings = ts.rings
         for ring in list(ts.rings.values()):
             run = [m for m in ring.members if self._on_home(ctx, ring, m)]
             if len(run) >= 2:
                 self._judge(ctx, ts, ring, run)
             elif len(run) == 1:
+                self._see_solo(ctx, ring, run[0])
                 self._try_pack(ctx, ts, ring, run[0])
 
     @staticmethod
@@ -101,15 +126,46 @@ class GandivaPack(Action):
         switch = sum(2 * ts.cost.copy_s(m) for m in models) / len(models)
         return max(0.0, 1.0 - switch / ts.quantum_s)
 
+    @staticmethod
+    def _rate(ctx, job_id: str) -> float:
+        st = ctx.stats(job_id) if ctx.stats is not None else None
+        return float(st.get("rate") or 0.0) if st else 0.0
+
+    def _see_solo(self, ctx, ring, job_id: str) -> None:
+        """The holder runs alone on the ring's GPUs (nobody packed with it): its rate now is
+        its solo rate."""
+        if all(ctx.snap.gpu_load[tp.node, g] <= 1 for tp in ring.home for g in tp.gpu_ids):
+            r = self._rate(ctx, job_id)
+            if r > 0:
+                self.solo[job_id] = r
+
+    def packed_aggregate(self, ctx, run: list[str]) -> tuple[float, str]:
+        """The packed jobs' aggregate throughput in solo speeds, and "measured" (every job's
+        packed and solo rates known) or "modelled" (the packing model's, for the jobs missing)."""
+        models = [ctx.jobs[m].spec.model for m in run]
+        factor = packed_factor(models)
+        total, how = 0.0, "measured"
+        for m in run:
+            now, solo = self._rate(ctx, m), self.solo.get(m, 0.0)
+            if now > 0 and solo > 0:
+                total += now / solo
+            else:
+                total, how = total + factor, "modelled"
+        return total, how
+
     def _judge(self, ctx, ts, ring, run) -> None:
         if ring.pack_verdict or ring.packed_since is None:
             return
         if ctx.now - ring.packed_since < self.window_s - _EPS:
             return
         models = [ctx.jobs[m].spec.model for m in run]
-        packed = len(models) * packed_factor(models)
+        packed, how = self.packed_aggregate(ctx, run)
+        sliced = self._sliced(ts, models)
         mix = _mix(models)
-        if packed > self._sliced(ts, models) * (1 + self.margin):
+        keep = packed > sliced * (1 + self.margin)
+        self.judged.append({"time": ctx.now, "jobs": tuple(run), "mix": mix, "packed": packed,
+                            "sliced": sliced, "how": how, "verdict": "kept" if keep else "undone"})
+        if keep:
             ring.pack_verdict = "kept"
             self.kept.add(mix)
             self.log.append((ctx.now, tuple(run), mix, "kept"))
@@ -141,6 +197,9 @@ class GandivaPack(Action):
             return
         if sum(gpu_util(m) for m in models) > self.max_util + _EPS:
             return
+        if (self.profile_first and ctx.stats is not None and mix not in self.kept
+                and any(m not in self.solo for m in group)):
+            return   # profiled first: every member has had a turn alone (its solo rate is known)
         started = [m for m in parked if ts.start(ctx, ring, m, packed=True)]
         if not started:
             return
