@@ -1,6 +1,7 @@
 """What each runtime mechanism costs on the real runtime (issue 12): time-slice switch, pack,
 migrate, resize and Optimus's refit, measured from the stores of real runs on an embedded Ray
-cluster (4 nodes x 2 virtual GPUs, examples/timed_steps.py, warm rank workers):
+cluster (2 nodes x 2 virtual GPUs, as the two experiments; examples/timed_steps.py, warm rank
+workers):
 
 - Gandiva, Figure 9's workload (seed001-figure9: six 1-GPU jobs on 4 GPUs, 10 s quanta, jobs
   run to the end): time-slice switches, and the migrations to freed GPUs once jobs end;
@@ -93,8 +94,8 @@ def run() -> dict:
             ("gandiva", f9.pack_workload(), f9.PACK_CONFIG, f9.ROUND_S, f9.PACK_STOP_S),
             ("optimus", optimus_workload(), {"round_s": 5.0}, 5.0, 240.0)]
     total: dict[str, list[float]] = {}
-    with LocalRay(4, 2, gpu_type=f9.GPU_TYPE) as rc:
-        warm_up(rc.address, namespace="mech", gpus=8)
+    with LocalRay(f9.NODES, f9.GPUS_PER_NODE, gpu_type=f9.GPU_TYPE) as rc:     # 4 GPUs: overloaded
+        warm_up(rc.address, namespace="mech", gpus=f9.NODES * f9.GPUS_PER_NODE)
         for policy, jobs, cfg, round_s, timeout in runs:
             o = run_real(rc.address, policy, jobs, round_s=round_s, namespace="mech", timeout_s=timeout,
                          adopted=True, policy_config=cfg, collect=costs_from_store)
@@ -127,7 +128,7 @@ def main() -> None:
     if a.results:
         import ray
         body = (f"## What each runtime mechanism costs (`benchmarks/bench_mechanisms.py`)\n\n"
-                f"2 CPUs, Python {platform.python_version()}, Ray {ray.__version__}: an embedded cluster of 4 nodes "
+                f"2 CPUs, Python {platform.python_version()}, Ray {ray.__version__}: an embedded cluster of 2 nodes "
                 "x 2 virtual GPUs, warm rank workers, examples/timed_steps.py (0.2 s steps) and "
                 "examples/ps_synthetic.py; Figure 9's and the packing workloads under gandiva, six PS jobs under "
                 "optimus with 5 s rounds. Definitions in the script's docstring.\n\n" + t)

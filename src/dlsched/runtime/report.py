@@ -39,6 +39,9 @@ def result_from_store(store, epoch: float, total_gpus: int, *, policy: str, clus
         jid, kind = r["job_id"], r["kind"]
         if jid and jid not in jobs:
             continue
+        if kind == "finish" and jobs[jid]["state"] == "cancelled":
+            kind = "held"          # a cancel ends the job for the scheduler; it did not finish
+            r = {**r, "detail": "cancelled"}
         pls = tuple(TaskPlacement(int(t), int(n), tuple(int(g) for g in ids)) for t, n, ids in r["placements"])
         spec = specs[jid].to_jobspec(jid, jobs[jid]["submit_time"] - epoch) if kind == "arrival" else None
         log.append(LogRecord(r["time_s"], kind, jid, r["detail"] or "", placements=pls, cost=r["cost"],
