@@ -35,6 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results import update_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+NOTE = ("Each figure includes the wait for the stopping job's mini-batch boundary (up to one 0.2 s "
+        "step) and the first step itself (0.2 s): the mechanism's own cost is about 0.2-0.4 s less. The "
+        "slowest resize and refit are the first of the run (a cold worker, the first fit).")
 
 
 def costs_from_store(store, epoch: float) -> dict[str, list[float]]:
@@ -131,7 +134,8 @@ def main() -> None:
                 f"2 CPUs, Python {platform.python_version()}, Ray {ray.__version__}: an embedded cluster of 2 nodes "
                 "x 2 virtual GPUs, warm rank workers, examples/timed_steps.py (0.2 s steps) and "
                 "examples/ps_synthetic.py; Figure 9's and the packing workloads under gandiva, six PS jobs under "
-                "optimus with 5 s rounds. Definitions in the script's docstring.\n\n" + t)
+                "optimus with 5 s rounds. Definitions in the script's docstring.\n\n" + t + "\n\n"
+                + NOTE)
         update_results("mechanisms", body.split("\n"))
 
 
