@@ -2,7 +2,10 @@
 Pollux workload-6 (`pollux` preset). Each case runs in a fresh subprocess so that its peak RSS is
 its own; results are written to benchmarks/RESULTS.md (the table between the BENCH markers).
 
-    python benchmarks/bench_sim.py [--traces ../shared/traces] [--policy fifo] [--no-write]
+    python benchmarks/bench_sim.py [--policy fifo] [--no-write]
+
+The inputs are bundled with the package (`philly`: the whole Philly per-job trace; `pollux-6`),
+so it runs on any clone.
 
 Goal (issue "The simulation core"): Philly in <= 60 s on a 2-core machine with RSS <= 2 GB;
 later <= 20 s for every non-optimising policy. The fastest peer simulator does about 385 jobs/s.
@@ -38,9 +41,7 @@ print(json.dumps({"jobs": len(jobs), "load_s": t1 - t0, "sim_s": t2 - t1,
 """
 
 
-def run_case(workload: Path, cluster: str, policy: str) -> dict:
-    if not workload.exists():
-        raise SystemExit(f"benchmark input not found: {workload} (pass --traces)")
+def run_case(workload: str, cluster: str, policy: str) -> dict:
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", CHILD, str(workload), cluster, policy],
                          check=True, capture_output=True, text=True)
@@ -52,12 +53,10 @@ def run_case(workload: Path, cluster: str, policy: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--traces", type=Path, default=ROOT.parent / "shared" / "traces")
     ap.add_argument("--policy", default="fifo")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
-    cases = [("Philly (whole trace)", args.traces / "philly" / "philly.csv.gz", "philly"),
-             ("Pollux workload-6", args.traces / "pollux" / "workloads" / "workload-6.csv", "pollux")]
+    cases = [("Philly (whole trace)", "philly", "philly"), ("Pollux workload-6", "pollux-6", "pollux")]
     rows = []
     for name, path, cluster in cases:
         d = run_case(path, cluster, args.policy)

@@ -168,3 +168,12 @@ def test_detect_format():
     assert readers.detect_format(PHILLY_HEADER.split(",")) == "philly"
     assert readers.detect_format(POLLUX_HEADER.split(",")) == "pollux"
     assert readers.detect_format(["a", "b"]) is None
+
+
+def test_the_whole_philly_trace_is_bundled():
+    # `-w philly` works on any clone (no ../shared): the Pollux authors' per-job table, 82,247 jobs
+    from dlsched.workload.io import is_named_workload, load_workload
+    assert is_named_workload("philly")
+    jobs = load_workload("philly")
+    assert len(jobs) == 82247 and jobs[0].job_id.startswith("philly-")
+    assert [j.submit_time_s for j in jobs] == sorted(j.submit_time_s for j in jobs)

@@ -81,7 +81,7 @@ def load_workload(ref: str | Path, *, format: str | None = None, seed: int = 0) 
         if named and (":" in ref or not Path(ref).suffix):
             raise DlschedError(
                 f"{ref}: not a workload generator ({', '.join(GENERATORS)}), a bundled workload "
-                f"(pollux-1 .. pollux-8) or an existing file")
+                f"(pollux-1 .. pollux-8, philly) or an existing file")
         raise DlschedError(f"{ref}: no such workload file")
     if not path.is_file():
         raise DlschedError(f"{path}: not a file")

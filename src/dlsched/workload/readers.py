@@ -66,9 +66,12 @@ POLLUX_WORKLOADS = tuple(f"pollux-{i}" for i in range(1, 9))
 # (the data folder and the applications' epochs: pollux_data.py, shared with efficiency / measured)
 
 def bundled_workload_path(ref: str) -> Path | None:
-    """The file of a bundled workload name (`pollux-1` .. `pollux-8`), or None for other names."""
+    """The file of a bundled workload name (`pollux-1` .. `pollux-8`, `philly`: the whole Philly
+    per-job trace, dlsched/data/philly), or None for other names."""
     if ref in POLLUX_WORKLOADS:
         return pollux_data_dir() / "workloads" / f"workload-{ref.split('-')[1]}.csv"
+    if ref == "philly":
+        return pollux_data_dir().parent / "philly" / "philly.csv.gz"
     return None
 
 
