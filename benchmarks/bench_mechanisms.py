@@ -101,7 +101,7 @@ def run() -> dict:
         warm_up(rc.address, namespace="mech", gpus=f9.NODES * f9.GPUS_PER_NODE)
         for policy, jobs, cfg, round_s, timeout in runs:
             o = run_real(rc.address, policy, jobs, round_s=round_s, namespace="mech", timeout_s=timeout,
-                         adopted=True, policy_config=cfg, collect=costs_from_store)
+                         policy_config=cfg, collect=costs_from_store)
             if "refused" in o:
                 raise SystemExit(f"{policy} refused: {o['refused']}")
             for k, v in o["collected"].items():

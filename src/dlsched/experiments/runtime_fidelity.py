@@ -162,12 +162,11 @@ class _Server:
 
 def run_real(address: str, policy: str, jobs: list[tuple[float, dict]], *, round_s: float = ROUND_S,
              namespace: str = "fidelity", timeout_s: float = TIMEOUT_S, log=print,
-             keep: Path | None = None, adopted: bool = False, policy_config: dict | None = None,
+             keep: Path | None = None, policy_config: dict | None = None,
              collect=None) -> dict:
     """One policy on the real runtime: {"refused": reason} or {"result": SimResult (the
     runtime's report), "calibration": dict, "jobs": [(job id, spec, submit s)], "epoch", "wall_s"}.
     `keep`: a folder to keep the state dir in (its store, server log, rank logs), else removed;
-    `adopted`: an earlier server of this namespace left its warm workers (they are adopted);
     `policy_config`: the profile's settings ({"params": ...}, the server's --policy-config);
     `collect(store, epoch)`: more figures from the run's store, returned as "collected"."""
     from dlsched.runtime.calibration import calibration_from_store
@@ -191,10 +190,8 @@ def run_real(address: str, policy: str, jobs: list[tuple[float, dict]], *, round
             t_ready = time.monotonic()
             while time.monotonic() - t_ready < 90:       # warm rank workers up before the clock runs
                 nodes = srv.get("/nodes")
-                # a server adopting the previous one's workers (same namespace) reports them as
-                # warm workers but not as warm_ready (the pool pings only the workers it started)
-                if all(n["warm_ready"] >= n["gpus"] or (adopted and n["warm_workers"] >= n["gpus"])
-                       for n in nodes):
+                # (a server adopting the previous one's workers counts those that answered as ready)
+                if all(n["warm_ready"] >= n["gpus"] for n in nodes):
                     break
                 time.sleep(0.5)
             log(f"{policy}: warm")
@@ -363,7 +360,7 @@ def run(seeds: int = 1, policies: tuple[str, ...] = POLICIES, jobs: list | None 
     with LocalRay(nodes, gpus_per_node, gpu_type=GPU_TYPE) as ray_cluster:
         warm_up(ray_cluster.address, gpus=nodes * gpus_per_node, log=log)
         for p in policies:
-            o = run_real(ray_cluster.address, p, jobs, round_s=round_s, log=log, keep=keep, adopted=True)
+            o = run_real(ray_cluster.address, p, jobs, round_s=round_s, log=log, keep=keep)
             if "refused" in o:
                 refused[p] = o["refused"]
             else:

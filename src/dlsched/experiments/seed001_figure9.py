@@ -86,7 +86,7 @@ def run(seeds: int = 1, log=None, policies: tuple[str, ...] = POLICIES) -> Exper
         warm_up(rc.address, namespace="figure9", gpus=NODES * GPUS_PER_NODE, log=log)
         for p in policies:
             o = run_real(rc.address, p, jobs, round_s=ROUND_S, namespace="figure9", timeout_s=TIMEOUT_S,
-                         log=log, adopted=True, policy_config=CONFIG.get(p), collect=window_figures)
+                         log=log, policy_config=CONFIG.get(p), collect=window_figures)
             if "refused" in o:
                 raise RuntimeError(f"the runtime refused {p}: {o['refused']}")
             outs[p] = o
@@ -208,7 +208,7 @@ def run_packing(seeds: int = 1, log=None) -> ExperimentResult:
     with LocalRay(NODES, GPUS_PER_NODE, gpu_type=GPU_TYPE) as rc:
         warm_up(rc.address, namespace="packing", gpus=NODES * GPUS_PER_NODE, log=log)
         o = run_real(rc.address, "gandiva", pack_workload(), round_s=ROUND_S, namespace="packing",
-                     timeout_s=PACK_STOP_S, log=log, adopted=True, policy_config=PACK_CONFIG, collect=pack_figures)
+                     timeout_s=PACK_STOP_S, log=log, policy_config=PACK_CONFIG, collect=pack_figures)
     if "refused" in o:
         raise RuntimeError(f"the runtime refused gandiva: {o['refused']}")
     return compare_packing(o)

@@ -89,10 +89,11 @@ class WorkerPool:
     def ready(self, node: int) -> int:
         """Pool workers of `node` whose process is up (torch imported)."""
         refs = [self._ping[w] for w in self.idle[node] if w in self._ping]
+        adopted = sum(1 for w in self.idle[node] if w not in self._ping)   # answered when adopted
         if not refs:
-            return 0
+            return adopted
         ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0)
-        return len(ready) + sum(1 for w in self.idle[node] if w not in self._ping)
+        return len(ready) + adopted
 
     def adopt(self) -> None:
         """Find the workers a previous server left (by name); idle ones join the pool."""
