@@ -86,7 +86,7 @@ def test_costed_suspend_finishes_the_minibatch_and_delays_the_next_job():
     _drive(b, 10.05)
     # At 10.05 s a has done 10.05 / 0.1366 = 73.5725 iterations; it finishes the 74th first
     # (w = 0.4275 x 0.1366 = 0.0584 s), then copies 0.53066 s: GPU 0 is busy until 10.6391.
-    b.apply(_one([gc.Suspend("a", cost=cost), gc.Launch("b", (TaskPlacement(0, 0, (0,)),), cost=cost)]))
+    b.apply(_one([Suspend("a", cost=cost), Launch("b", (TaskPlacement(0, 0, (0,)),), cost=cost)]))
     assert b.runs["a"].remaining == pytest.approx(1000 - 74)
     busy = 10.05 + (74 - 10.05 / it) * it + cost.copy_s("resnet50")
     assert b.runs["b"].restart_until == pytest.approx(busy)
@@ -391,12 +391,12 @@ def test_packed_jobs_count_their_gpu_once_and_run_at_the_packed_speed():
     b = SimBackend(cl, jobs)
     b.poll()
     b.apply(_one([Launch("a", (TaskPlacement(0, 0, (0,)),))]))
-    b.apply(_one([gc.Launch("b", (TaskPlacement(0, 0, (0,)),), packed=True)]))
+    b.apply(_one([Launch("b", (TaskPlacement(0, 0, (0,)),), packed=True)]))
     assert b.runs["a"].rate == 1.0 and b.runs["b"].rate == 1.0
     assert b.usage()[:2] == (1.0, 1.0)
     _drive(b, 50)
     assert b.effective_gpu_s() == pytest.approx(50.0)
     b.apply(_one([Suspend("b")]))
-    b.apply(_one([gc.Launch("c", (TaskPlacement(0, 0, (0,)),), packed=True)]))
+    b.apply(_one([Launch("c", (TaskPlacement(0, 0, (0,)),), packed=True)]))
     assert b.runs["c"].rate == pytest.approx(1 / (81.8 / 419.3 + 10.3 / 9.0))
     assert b.runs["a"].rate == pytest.approx(b.runs["c"].rate)

@@ -27,6 +27,9 @@ class Snapshot:
     up: np.ndarray          # (nodes,) bool
     gpu_load: np.ndarray    # (nodes x max_gpus) int32; -1 marks GPU slots a node does not have
     now: float
+    #: (nodes x max_gpus) float64: how much of each GPU its tasks hold (a fractional task its
+    #: fraction, a task with k GPUs 1 on each); None when the backend does not say
+    gpu_used: np.ndarray | None = None
 
     @property
     def capacity(self) -> np.ndarray:
@@ -46,16 +49,17 @@ class ClusterState:
         self.gpu_load = np.zeros((cluster.num_nodes, g), dtype=np.int32)
         for n in cluster.nodes:
             self.gpu_load[n.node_id, n.gpus:] = -1
+        self.gpu_used = np.zeros((cluster.num_nodes, g), dtype=np.float64)
         self._busy_gpus = 0   # GPUs with at least one task (kept by take/give)
 
     def snapshot(self, now: float) -> Snapshot:
         """Read-only views of the state, valid until the backend next changes it (the round that
         reads a snapshot ends before the backend applies its plan). A backend whose state may
         change concurrently (the real runtime) must pass copies instead."""
-        free, up, load = self.free.view(), self.up.view(), self.gpu_load.view()
-        for a in (free, up, load):
+        free, up, load, used = self.free.view(), self.up.view(), self.gpu_load.view(), self.gpu_used.view()
+        for a in (free, up, load, used):
             a.setflags(write=False)
-        return Snapshot(self.cluster, free, up, load, now)
+        return Snapshot(self.cluster, free, up, load, now, used)
 
     def take(self, node: int, demand: np.ndarray, gpu_ids: tuple[int, ...]) -> None:
         self.free[node] -= demand
@@ -64,6 +68,8 @@ class ClusterState:
             load[g] += 1
             if load[g] == 1:
                 self._busy_gpus += 1
+        if gpu_ids:
+            self.gpu_used[node, list(gpu_ids)] += demand[GPU] / len(gpu_ids)
 
     def give(self, node: int, demand: np.ndarray, gpu_ids: tuple[int, ...]) -> None:
         self.free[node] += demand
@@ -72,6 +78,8 @@ class ClusterState:
             load[g] -= 1
             if load[g] == 0:
                 self._busy_gpus -= 1
+        if gpu_ids:
+            self.gpu_used[node, list(gpu_ids)] -= demand[GPU] / len(gpu_ids)
 
     def allocated_gpus(self) -> float:
         """GPUs held (over-subscribed GPUs count once)."""

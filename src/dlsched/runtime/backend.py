@@ -185,10 +185,10 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
 
     def snapshot(self) -> Snapshot:
         up = self.state.up & (self.suspect_until <= time.time())
-        free, load = self.state.free.copy(), self.state.gpu_load.copy()
-        for a in (free, up, load):
+        free, load, used = self.state.free.copy(), self.state.gpu_load.copy(), self.state.gpu_used.copy()
+        for a in (free, up, load, used):
             a.setflags(write=False)
-        return Snapshot(self.cluster, free, up, load, self._now)
+        return Snapshot(self.cluster, free, up, load, self._now, used)
 
     def wake_at(self, t: float) -> None:
         if t not in self._tickset:

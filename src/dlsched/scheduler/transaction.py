@@ -27,6 +27,8 @@ class Transaction:
         # Column-major: filters read one resource over all nodes at a time.
         self.free = np.asfortranarray(snap.free, dtype=np.float64).copy(order="F")
         self.gpu_load = snap.gpu_load.copy()
+        # how much of each GPU is held (fractional tasks go where they fit); None: not known
+        self.gpu_used = None if snap.gpu_used is None else snap.gpu_used.copy()
         self._tentative: dict[str, list[tuple[TaskPlacement, np.ndarray]]] = {}
         self.plan = Plan()
         self.released: set[str] = set()
@@ -41,6 +43,7 @@ class Transaction:
         t.snap = self.snap
         t.free = self.free.copy(order="F")
         t.gpu_load = self.gpu_load.copy()
+        t.gpu_used = None if self.gpu_used is None else self.gpu_used.copy()
         t._tentative = {j: list(v) for j, v in self._tentative.items()}
         t.plan = Plan(list(self.plan.decisions))
         t.released, t.decided = set(self.released), set(self.decided)
@@ -48,12 +51,19 @@ class Transaction:
 
     # -- reservations ----------------------------------------------------------------------
     def pick_gpus(self, node: int, gpus: float) -> tuple[int, ...]:
-        """The least-loaded GPU slots of `node` (lowest index first among equals)."""
+        """The least-loaded GPU slots of `node` (lowest index first among equals). A fraction of
+        a GPU goes to the fullest GPU it still fits on (best fit: never onto a GPU a whole task
+        holds), the least-loaded one only when it fits on none (a policy over-subscribing)."""
         k = int(np.ceil(gpus - _EPS))
         if k <= 0:
             return ()
         load = self.gpu_load[node]
         n = self.snap.cluster.nodes[node].gpus
+        if k == 1 and gpus < 1 - _EPS and self.gpu_used is not None:
+            used = self.gpu_used[node, :n]
+            room = used + gpus <= 1 + _EPS
+            if room.any():
+                return (int(np.argmax(np.where(room, used, -1.0))),)
         if k == 1:
             return (int(np.argmin(load[:n])),)
         return tuple(int(i) for i in np.argsort(load[:n], kind="stable")[:k])
@@ -67,6 +77,7 @@ class Transaction:
         load = self.gpu_load[node]
         for g in gpu_ids:
             load[g] += 1
+        self._use(node, gpu_ids, demand[GPU], 1)
         tp = TaskPlacement(task.index, int(node), tuple(gpu_ids))
         self._tentative.setdefault(job_id, []).append((tp, demand))
         return tp
@@ -78,6 +89,10 @@ class Transaction:
             return
         demand = tasks[0].vector
         node = int(node)
+        if self.gpu_used is not None and 0 < demand[GPU] < 1 - _EPS:
+            for t in tasks:                  # fractions: best fit, one at a time
+                self.reserve(job_id, t, node)
+            return
         self.free[node] -= len(tasks) * demand
         k = int(np.ceil(tasks[0].demand[GPU] - _EPS))
         load_row = self.gpu_load[node]
@@ -91,6 +106,7 @@ class Transaction:
             n_slots = len(load)
             for i, t in enumerate(tasks):
                 out_tp((TaskPlacement(t.index, node, (i % n_slots,)), demand))
+                self._use(node, (i % n_slots,), demand[GPU], 1)
             base, extra = divmod(len(tasks), n_slots)
             load_row[:n] = [x + base + (1 if i < extra else 0) for i, x in enumerate(load)]
             return
@@ -105,9 +121,14 @@ class Transaction:
                 ids = ()
             for g in ids:
                 load[g] += 1
+            self._use(node, ids, demand[GPU], 1)
             out.append((TaskPlacement(t.index, node, ids), demand))
         if k > 0:
             load_row[:n] = load
+
+    def _use(self, node: int, gpu_ids, gpus: float, sign: int) -> None:
+        if self.gpu_used is not None and gpu_ids:
+            self.gpu_used[node, list(gpu_ids)] += sign * gpus / len(gpu_ids)
 
     def reserved(self, job_id: str) -> list[TaskPlacement]:
         return [tp for tp, _ in self._tentative.get(job_id, [])]
@@ -118,6 +139,7 @@ class Transaction:
             load = self.gpu_load[tp.node]
             for g in tp.gpu_ids:
                 load[g] -= 1
+            self._use(tp.node, tp.gpu_ids, demand[GPU], -1)
 
     def commit(self, job_id: str, *, total_tasks: int, already_placed: int, gang: bool,
                resume: bool = False) -> Status:
@@ -157,6 +179,8 @@ class Transaction:
         gn = [tp.node for tp in placements for _ in tp.gpu_ids]
         if gn:
             np.add.at(self.gpu_load, (gn, [g for tp in placements for g in tp.gpu_ids]), -sign)
+            for tp, d in zip(placements, demands):
+                self._use(tp.node, tp.gpu_ids, d[GPU], -sign)
 
     def commit_resize(self, job_id: str, tasks: tuple[TaskSpec, ...]) -> None:
         """Make the job's reservations of this round (one per task of `tasks`) a Resize: the job
@@ -168,14 +192,16 @@ class Transaction:
         self.plan.add(Resize(job_id, tuple(tasks), tps))
         self.decided.add(job_id)
 
-    def release(self, job_id: str, placements, demands) -> None:
-        """Suspend a running job: its resources are free for the rest of this round."""
+    def release(self, job_id: str, placements, demands, cost=None) -> None:
+        """Suspend a running job: its resources are free for the rest of this round (`cost`: the
+        Suspend's switch cost, for a backend that charges it)."""
         for tp, demand in zip(placements, demands):
             self.free[tp.node] += np.asarray(demand, dtype=np.float64)
             if tp.gpu_ids:
                 self.gpu_load[tp.node, list(tp.gpu_ids)] -= 1
+                self._use(tp.node, tp.gpu_ids, demand[GPU], -1)
         self.released.add(job_id)
-        self.plan.add(Suspend(job_id))
+        self.plan.add(Suspend(job_id) if cost is None else Suspend(job_id, cost=cost))
 
     def migrate(self, job_id: str, old, demands, new_placements: tuple[TaskPlacement, ...]) -> None:
         """Move a running job: free its old placements and take the new ones."""
@@ -183,8 +209,10 @@ class Transaction:
             self.free[tp.node] += np.asarray(demand, dtype=np.float64)
             if tp.gpu_ids:
                 self.gpu_load[tp.node, list(tp.gpu_ids)] -= 1
+                self._use(tp.node, tp.gpu_ids, demand[GPU], -1)
         for tp, demand in zip(new_placements, demands):
             self.free[tp.node] -= np.asarray(demand, dtype=np.float64)
             if tp.gpu_ids:
                 self.gpu_load[tp.node, list(tp.gpu_ids)] += 1
+                self._use(tp.node, tp.gpu_ids, demand[GPU], 1)
         self.plan.add(Migrate(job_id, tuple(new_placements)))

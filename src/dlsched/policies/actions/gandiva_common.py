@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from dlsched.core import types as T
-from dlsched.core.types import GPU, Launch, Migrate, Resize, Resume, Suspend
+from dlsched.core.types import GPU, Launch, Migrate, Resize, Resume
 from dlsched.scheduler.events import JobFinish
 from dlsched.workload.packing import SwitchCost
 
@@ -34,12 +34,7 @@ def demands(rec, placements) -> list:
 def suspend(txn, rec, cost: SwitchCost) -> None:
     """Suspend a running job (as Transaction.release, with a costed Suspend)."""
     placements = list(rec.placed.values())
-    for tp, d in zip(placements, demands(rec, placements)):
-        txn.free[tp.node] += d
-        if tp.gpu_ids:
-            txn.gpu_load[tp.node, list(tp.gpu_ids)] -= 1
-    txn.released.add(rec.job_id)
-    txn.plan.add(Suspend(rec.job_id, cost=cost))
+    txn.release(rec.job_id, placements, demands(rec, placements), cost=cost)
 
 
 def fits_except_gpu(free: np.ndarray, tasks, placements) -> bool:
