@@ -30,7 +30,7 @@ browser:
 	  || echo "warning: chromium not installed (needs apt-get and root or sudo)" >&2; }
 
 test: $(STAMP) browser
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests --durations=15
 
 # the Hypothesis properties at 10,000 examples each (make test runs 500)
 property: $(STAMP)

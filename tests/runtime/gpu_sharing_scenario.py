@@ -66,7 +66,11 @@ def admitted(bundle: dict) -> bool:
 def test_gandiva_packs_two_jobs_on_one_gpu_and_ray_follows_the_ledger(small_cluster):
     t_start = time.monotonic()
     sd = Path(tempfile.mkdtemp(prefix="dlsched-share-"))
-    s = ServerProc(small_cluster.address, sd, "gandiva", "share", warm=2, extra=["--round-s", "1"]).start()
+    # packing at once (no solo turn first: this is about sharing, seed001-packing about profiling)
+    cfg = sd / "policy.yaml"
+    cfg.write_text("policies:\n  gandiva:\n    params:\n      gandiva_pack: {profile_first: false}\n")
+    s = ServerProc(small_cluster.address, sd, "gandiva", "share", warm=2,
+                   extra=["--round-s", "1", "--policy-config", str(cfg)]).start()
     try:
         gpu_load = lambda: s.get("/nodes")[0]["gpu_load"]          # noqa: E731
         steps = lambda jid: s.get(f"/jobs/{jid}")["step"]            # noqa: E731

@@ -7,15 +7,17 @@ of a user who holds nothing before an earlier job of a user who holds half the c
 places a job's ranks by the nodes' `rack` labels exactly as the simulator does on the same cluster."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from conftest import EXAMPLES, GPUS, NODES
 
 
 def timed(name: str, workers: int, iterations: int, **over) -> dict:
-    """examples/timed_steps.py: 0.2 s a step whatever the world size (serial 1.0)."""
+    """examples/timed_steps.py: 0.1 s a step whatever the world size (serial 1.0)."""
     return {"name": name, "entry": str(EXAMPLES / "timed_steps.py"),
-            "args": {"step_s": {"default": 0.2}, "serial": 1.0, "seed": 0},
+            "args": {"step_s": {"default": 0.1}, "serial": 1.0, "seed": 0},
             "workers": workers, "gpus_per_worker": 1, "batch_size": 64, "iterations": iterations,
             "checkpoint_every": 25, **over}
 
@@ -24,6 +26,22 @@ def timed(name: str, workers: int, iterations: int, **over) -> dict:
 def rt(runtime):
     yield runtime
     runtime.restart(policy="fifo")
+
+
+def fresh(rt, policy: str, extra: list[str]):
+    """A server of `policy` on an idle cluster: the session's store may hold other tests' jobs,
+    still queued, held or running; they are cancelled first."""
+    s = rt.restart(policy=policy, extra=extra)
+    live = [j["job_id"] for j in s.get("/jobs") if j["state"] in ("queued", "running", "suspended", "held")]
+    for jid in live:
+        s.post(f"/jobs/{jid}/cancel")
+    for jid in live:
+        s.wait_state(jid, "cancelled", 60)
+    t0 = time.monotonic()
+    while not all(n["free_gpus"] == n["gpus"] for n in s.get("/nodes")):
+        assert time.monotonic() - t0 < 60, s.get("/nodes")
+        time.sleep(0.2)
+    return s
 
 
 def _kinds(log: list[dict], jid: str) -> list[str]:
@@ -42,13 +60,13 @@ def test_a_long_real_job_is_preempted_for_a_short_one(rt, tmp_path, policy):
         cfg = tmp_path / "policy.yaml"
         cfg.write_text("policies:\n  tiresias:\n    params:\n      tiresias:\n        thresholds: [40]\n")
         extra += ["--policy-config", str(cfg)]
-    s = rt.restart(policy=policy, extra=extra)
-    long_ = s.submit(timed(f"{policy}-long", NODES * GPUS, 70))
+    s = fresh(rt, policy, extra)
+    long_ = s.submit(timed(f"{policy}-long", NODES * GPUS, 120))
     s.wait(long_, lambda j: j["state"] == "running" and j["step"] >= 30, 90, "30 steps")
     short = s.submit(timed(f"{policy}-short", 2, 20))
     j_short = s.wait_state(short, "done", 90)
     j_long = s.wait_state(long_, "done", 120)
-    assert j_short["progress"]["step"] == 20 and j_long["progress"]["step"] == 70
+    assert j_short["progress"]["step"] == 20 and j_long["progress"]["step"] == 120
     log = s.get("/log")
     assert _kinds(log, long_) == ["arrival", "launch", "suspend", "resume", "finish"], _kinds(log, long_)
     assert _kinds(log, short) == ["arrival", "launch", "finish"]
@@ -61,7 +79,7 @@ def test_a_long_real_job_is_preempted_for_a_short_one(rt, tmp_path, policy):
 
 
 def test_drf_starts_the_user_who_holds_nothing_first(rt):
-    s = rt.restart(policy="drf", extra=["--round-s", "2"])
+    s = fresh(rt, "drf", ["--round-s", "2"])
     half = NODES * GPUS // 2
     a1 = s.submit(timed("drf-a1", half, 60, user="alice"))
     a2 = s.submit(timed("drf-a2", half, 400, user="alice"))
@@ -104,7 +122,7 @@ def test_liquid_places_by_the_node_and_rack_labels_as_simulated(rt, policy):
     # ranks: n0's free GPU, then n1, then one GPU of the other rack), k8s-spread on 4. (This
     # comparison found that ties between equal nodes were broken by float noise in the scores
     # on the runtime: Ray's memory capacities; scores are now rounded before the tie-break.)
-    s = rt.restart(policy=policy, extra=["--round-s", "2"])
+    s = fresh(rt, policy, ["--round-s", "2"])
     rack_of = {i: n["rack"] for i, n in enumerate(s.get("/nodes"))}
     assert len(set(rack_of.values())) == 2
     f = s.submit(timed(f"{policy}-filler", 1, 400))
