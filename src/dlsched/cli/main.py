@@ -25,7 +25,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 workload_app = typer.Typer(no_args_is_help=True, help="Generate, convert and describe workloads.")
 app.add_typer(workload_app, name="workload")
 
-CLUSTER_HELP = "a preset (seed000, seed002, liquid-N, pollux, philly) or a cluster YAML file"
+CLUSTER_HELP = "a preset (seed000, seed002, liquid-N, v100-N, pollux, philly) or a cluster YAML file"
 SPEED_HELP = "YAML overriding the speed model: overlap, interference table"
 WORKLOAD_HELP = "a workload file (CSV, Parquet, JSON lines; gzipped or not) or a generator name"
 FORCE_HELP = "replace the contents of a non-empty --out folder (once the inputs have validated)"

@@ -274,6 +274,16 @@ def _liquid(n: int) -> dict:
          "disk_mbps": 1000, "nic_gbps": 10, "gpu_link_gbps": 64, "nodes_per_rack": 5}]}
 
 
+def _v100(n: int) -> dict:
+    # The scale benchmark's cluster (issue "Scale"): n nodes of 8 V100, 100 Gbps NICs, 32 nodes
+    # per rack; CPU and memory are ours (a DGX-1-like server). The fabric is non-blocking (a rack
+    # uplink of 32 x 100 Gbps), as in GPU clusters built for all-reduce; a YAML cluster with a
+    # narrower rack_uplink_gbps models an oversubscribed one.
+    return {"name": f"v100-{n}", "rack_uplink_gbps": 3200, "node_groups": [
+        {"count": n, "gpus": 8, "gpu_type": "V100", "gpu_mem_gb": 32, "cpus": 80, "mem_gb": 512,
+         "nic_gbps": 100, "gpu_link_gbps": 300, "nodes_per_rack": 32}]}
+
+
 def _pollux() -> dict:
     # Pollux's simulator and testbed: 16 x g4dn.12xlarge (4 T4, 48 vCPU, 192 GB). nic_gbps is the
     # *effective* all-reduce bandwidth fitted from Pollux's measured sync times (bert, cifar10 over
@@ -301,22 +311,35 @@ PRESETS: dict[str, Any] = {
     "pollux": _pollux,
     "philly": _philly,
     "liquid-N": _liquid,   # liquid-5, liquid-10, ...
+    "v100-N": _v100,       # v100-150, v100-1500, ...
 }
+SIZED = {"liquid-": _liquid, "v100-": _v100}   # presets that take a node count: liquid-N, v100-N
+MAX_SIZED_NODES = 100_000
+
+
+def _sized(s: str):
+    """(builder, N) for a sized preset name such as liquid-10, else None."""
+    for prefix, build in SIZED.items():
+        rest = s[len(prefix):]
+        if s.startswith(prefix) and rest.isdigit() and 0 < int(rest) <= MAX_SIZED_NODES:
+            return build, int(rest)
+    return None
 
 
 def is_preset(ref) -> bool:
     """Whether `ref` names a preset (a preset wins over a file of the same name)."""
     s = str(ref)
-    return (s in PRESETS and s != "liquid-N") or (s.startswith("liquid-") and s[7:].isdigit() and int(s[7:]) > 0)
+    return (s in PRESETS and not s.endswith("-N")) or _sized(s) is not None
 
 
 def load_cluster(ref: str | Path | Cluster) -> Cluster:
-    """A preset name (seed000, seed001, seed002, liquid-N, pollux, philly) or a YAML file."""
+    """A preset name (seed000, seed001, seed002, liquid-N, v100-N, pollux, philly) or a YAML file."""
     if isinstance(ref, Cluster):
         return ref
     s = str(ref)
     if is_preset(s):
-        spec = _liquid(int(s[7:])) if s.startswith("liquid-") else PRESETS[s]()
+        sized = _sized(s)
+        spec = sized[0](sized[1]) if sized else PRESETS[s]()
         return cluster_from_dict(spec, name=s)
     p = Path(s)
     if p.suffix in (".yaml", ".yml", ".json") or p.exists():

@@ -29,7 +29,8 @@ from dlsched.sim.engine import (P_ARRIVAL, P_FINISH, P_NODE, P_RATE, P_TICK, Eve
                                 Finish, NodeChange, RateChange, TaskDone, Tick)
 from dlsched.sim.run import JobRun
 from dlsched.workload.loss import observed_loss
-from dlsched.workload.speed import SpeedModel, SpeedParams, max_min_shares
+from dlsched.sim.network import NetShares
+from dlsched.workload.speed import SpeedModel, SpeedParams
 
 
 class SimBackend:
@@ -54,10 +55,10 @@ class SimBackend:
         self.heap = EventHeap()
         self._now = 0.0
         self.runs: dict[str, JobRun] = {}
-        self._net_jobs: set[str] = set()          # running jobs that use shared links
         self._gpu_jobs: dict[tuple[int, int], list[str]] = {}
         self._touched: set[str] = set()
-        self._net_touched = False
+        self.net = NetShares(self.speed.link_capacity)   # running jobs on shared links, their shares
+        self._net_dirty: set[str] = set()         # jobs whose flow may have changed
         self._effective = 0.0
         self._eff_gpu_s = 0.0      # integral of _effective up to _eff_t (exact, between samples too)
         self._eff_t = 0.0
@@ -221,7 +222,7 @@ class SimBackend:
             if r is not None and e.version == r.version and not r.finished:
                 self._touched.add(r.spec.job_id)
                 if r.prof is not None and r.prof.link_bytes:
-                    self._net_touched = True   # it now competes for its links: re-share them
+                    self._net_dirty.add(r.spec.job_id)   # it now competes for its links
         elif isinstance(e, Tick):
             self._ticks.discard(now)
             out.append(ev.RoundTick(now))
@@ -320,9 +321,7 @@ class SimBackend:
         r.placements.clear()
         r.version += 1          # drops pending finish / task events
         r.restoring = True
-        self._net_jobs.discard(r.spec.job_id)
-        if r.prof is not None and r.prof.link_bytes:
-            self._net_touched = True
+        self._net_dirty.add(r.spec.job_id)
         r.prof = None
         self._touched.add(r.spec.job_id)
         self.log.append((now, "stop", r.spec.job_id, ""))
@@ -333,9 +332,7 @@ class SimBackend:
             self._give(r, tp, now)
         r.placements.clear()
         r.finished = True
-        if r.spec.job_id in self._net_jobs:
-            self._net_jobs.discard(r.spec.job_id)
-            self._net_touched = True
+        self._net_dirty.add(r.spec.job_id)
         r.prof = None
         self._touched.discard(r.spec.job_id)
         self.log.append((now, "finish", r.spec.job_id, ""))
@@ -394,7 +391,7 @@ class SimBackend:
 
     def _refresh(self) -> None:
         """Bring every touched job's rate up to date (and all link-sharing jobs if needed)."""
-        if not self._touched and not self._net_touched:
+        if not self._touched and not self._net_dirty:
             return
         now = self._now
         for jid in sorted(self._touched):
@@ -415,8 +412,7 @@ class SimBackend:
                 if r.prof is None:
                     r.prof = self.speed.profile(r.spec, tuple(r.placements.values()), r.tasks)
                     if r.prof is not None and r.prof.link_bytes:
-                        self._net_jobs.add(jid)
-                        self._net_touched = True
+                        self._net_dirty.add(jid)
             elif r.prof is not None:
                 r.prof = None
         # Gang jobs holding part of their tasks: the partial-hold waste.
@@ -426,22 +422,24 @@ class SimBackend:
                 self._partial_jobs.add(jid)
             else:
                 self._partial_jobs.discard(jid)
-        shares = None
-        todo = set(self._touched)
-        if self._net_touched and self._net_jobs:
-            flows = {j: tuple(self.runs[j].prof.link_bytes) for j in sorted(self._net_jobs)
-                     if self.runs[j].prof is not None and self.now() >= self.runs[j].restart_until}
-            shares = max_min_shares(flows, self.speed.link_capacity)
-            shares = {j: {link: s for link in flows[j]} for j, s in shares.items()}
-            todo |= self._net_jobs
+        todo = self._touched
+        if self._net_dirty:
+            # Flows: jobs that use shared links and are not restarting. Only the components
+            # of the links they change are re-shared, and only jobs whose share moved re-rated.
+            changes = {}
+            for jid in sorted(self._net_dirty):
+                r = self.runs[jid]
+                use = (not r.finished and r.prof is not None and r.prof.link_bytes and now >= r.restart_until)
+                changes[jid] = self.speed.solver_links(r.prof) if use else None
+            todo = todo | self.net.update(changes).keys()
         for jid in sorted(todo):
             r = self.runs[jid]
             job_shares = None
             if r.prof is not None and r.prof.link_bytes:
-                job_shares = (shares or {}).get(jid)
-                if job_shares is None:
-                    job_shares = {link: float(self.speed.link_capacity[link]) for link in r.prof.link_bytes}
+                s = self.net.share(jid)   # the flow's rate, on every link it crosses
+                cap = self.speed.link_capacity
+                job_shares = {link: (float(cap[link]) if s is None else s) for link in r.prof.link_bytes}
             self._set_rate(r, self._target_rate(r, job_shares), now)
         self._partial = float(sum(self.runs[j].hold_gpus for j in self._partial_jobs))
         self._touched.clear()
-        self._net_touched = False
+        self._net_dirty.clear()

@@ -50,6 +50,8 @@ communication is inside the measured time, so they do not share links max-min.
 """
 from __future__ import annotations
 
+import heapq
+
 from dataclasses import dataclass, field
 import numpy as np
 
@@ -170,6 +172,19 @@ class SpeedModel:
         self._rack = cluster.node_rack
         self._gpu_link = np.array([node.gpu_link_gbps * GBPS for node in cluster.nodes])
         self._gpus_per_node = max(cluster.max_gpus_per_node, 1)
+        # A rack uplink at least as wide as its rack's NICs together can never limit a job: each
+        # job crossing it also crosses a NIC of that rack, so its capacity constraint is implied
+        # by theirs (a non-blocking fabric). The max-min solver may leave such links out, which
+        # keeps the components it solves to the jobs that really share something.
+        nic_sum = np.zeros(len(cluster.rack_uplink_gbps))
+        np.add.at(nic_sum, self._rack, self.link_capacity[:n])
+        self.implied_links = frozenset(n + r for r in range(len(nic_sum))
+                                       if self.link_capacity[n + r] >= nic_sum[r])
+
+    def solver_links(self, prof: JobComm) -> tuple[int, ...]:
+        """The links of `prof` that can limit it (see implied_links), for the max-min solver."""
+        links = tuple(link for link in prof.link_bytes if link not in self.implied_links)
+        return links or tuple(prof.link_bytes)
 
     # -- profile of one placement ------------------------------------------------------------
     def profile(self, job: JobSpec, placements: tuple[TaskPlacement, ...],
@@ -298,35 +313,45 @@ class SpeedModel:
         return prof.iter_time(shares)
 
 
-def max_min_shares(flows: dict[str, tuple[int, ...]], capacity: np.ndarray) -> dict[str, float]:
+def max_min_shares(flows: dict[str, tuple[int, ...]], capacity) -> dict[str, float]:
     """Max-min fair rate of each flow (bytes/s) by progressive filling.
 
     `flows` maps a flow id to the links it crosses; every flow is an elephant (it takes all the
     bandwidth it is given). Returns the rate each flow gets; a flow gets the same rate on every
-    link it crosses (its bottleneck's fair share)."""
-    remaining = {}
+    link it crosses (its bottleneck's fair share).
+
+    The most constrained link (least remaining capacity per unfrozen flow) is taken from a heap
+    whose stale entries are skipped, so a solve costs O(I log L) for I flow-link incidences and L
+    links (the first version rescanned every link per frozen link: O(L^2 F)). A link's share only
+    grows as flows elsewhere freeze, so the heap's newest entry for a link is its current one."""
     users: dict[int, list[str]] = {}
     for f, links in flows.items():
         for link in links:
-            users.setdefault(link, []).append(f)
-            remaining[link] = float(capacity[link])
+            lst = users.get(link)
+            if lst is None:
+                users[link] = [f]
+            else:
+                lst.append(f)
+    remaining = {link: float(capacity[link]) for link in users}
+    count = {link: len(fs) for link, fs in users.items()}
+    heap = [(remaining[link] / n, link) for link, n in count.items()]
+    heapq.heapify(heap)
     rate: dict[str, float] = {}
-    active = {f for f, links in flows.items() if links}
-    while active:
-        # The most constrained link: least remaining capacity per unfrozen flow.
-        best_link, best_share = None, float("inf")
-        for link, fs in users.items():
-            n = sum(1 for f in fs if f in active)
-            if n:
-                s = remaining[link] / n
-                if s < best_share:
-                    best_link, best_share = link, s
-        if best_link is None:
-            break
-        frozen = [f for f in users[best_link] if f in active]
-        for f in frozen:
-            rate[f] = best_share
-            active.discard(f)
-            for link in flows[f]:
-                remaining[link] = max(remaining[link] - best_share, 0.0)
+    pop, push = heapq.heappop, heapq.heappush
+    while heap:
+        share, link = pop(heap)
+        n = count[link]
+        if n == 0 or share != remaining[link] / n:
+            continue   # stale: the link's flows froze elsewhere since this entry
+        for f in users[link]:
+            if f in rate:
+                continue
+            rate[f] = share
+            for other in flows[f]:
+                left = remaining[other] - share
+                remaining[other] = left if left > 0.0 else 0.0
+                count[other] -= 1
+                if other != link and count[other] > 0:
+                    push(heap, (remaining[other] / count[other], other))
+        count[link] = 0
     return rate

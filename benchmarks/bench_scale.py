@@ -1,0 +1,95 @@
+"""How simulation cost grows with the number of jobs and with how many run at once: FIFO on
+Poisson workloads (`poisson:jobs=N,rate=R`, Philly-like sizes and durations) at low concurrency
+(rate 0.005 on `v100-150`: about 300 jobs at once) and high (rate 0.05 on `v100-1500`: about
+3,000), for 10k and 100k jobs (and 1M with --million). Each case runs in a fresh subprocess so
+that its peak RSS is its own; the table goes into benchmarks/RESULTS.md ("scale").
+
+    python benchmarks/bench_scale.py [--jobs 10000,100000] [--million] [--no-write]
+
+Goal (issue "Scale"): 1M jobs at rate 0.05 on 1,500 nodes in <= 300 s with RSS <= 3 GB, and jobs/s
+at 300 and at 3,000 concurrent jobs within 2x of each other.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+from results import update_results
+
+CHILD = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+import dlsched
+from dlsched.workload.io import load_workload
+jobs = load_workload(sys.argv[1])
+t1 = time.perf_counter()
+res = dlsched.simulate(sys.argv[2], jobs, "fifo", record_rates=False)
+t2 = time.perf_counter()
+j = res.jobs
+run = (j["finish_s"] - j["first_start_s"]).clip(lower=0).sum()
+print(json.dumps({"jobs": len(jobs), "load_s": t1 - t0, "sim_s": t2 - t1,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "finished": int(res.summary["finished"]),
+                  "concurrency": float(run / max(res.summary["makespan_s"], 1e-9))}))
+"""
+
+CASES = {"low": ("0.005", "v100-150"), "high": ("0.05", "v100-1500")}
+
+
+def run_case(jobs: int, level: str) -> dict:
+    rate, cluster = CASES[level]
+    workload = f"poisson:jobs={jobs},rate={rate}"
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", CHILD, workload, cluster],
+                         check=True, capture_output=True, text=True)
+    d = json.loads(out.stdout.strip().splitlines()[-1])
+    d.update(wall_s=time.perf_counter() - t, jobs_per_s=d["jobs"] / d["sim_s"], workload=workload,
+             cluster=cluster, level=level)
+    return d
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", default="10000,100000", help="comma-separated job counts")
+    ap.add_argument("--million", action="store_true", help="add the 1M-job high-concurrency case")
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.jobs.split(",") if x]
+    plan = [(n, level) for n in sizes for level in ("low", "high")]
+    if args.million:
+        plan.append((1_000_000, "high"))
+    rows = []
+    for n, level in plan:
+        d = run_case(n, level)
+        rows.append(d)
+        print(f"{d['workload']} on {d['cluster']}: {d['sim_s']:.1f} s, {d['jobs_per_s']:,.0f} jobs/s, "
+              f"about {d['concurrency']:,.0f} at once, RSS {d['rss_mb']:,.0f} MB", flush=True)
+    table = ["| workload | cluster | jobs at once (mean) | jobs | simulate (s) | jobs/s | process wall (s) | peak RSS (MB) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for d in rows:
+        table.append(f"| `{d['workload']}` | {d['cluster']} | {d['concurrency']:,.0f} | {d['jobs']:,} | "
+                     f"{d['sim_s']:.1f} | {d['jobs_per_s']:,.0f} | {d['wall_s']:.1f} | {d['rss_mb']:,.0f} |")
+    growth = []
+    for n in sizes:
+        lo = next((d for d in rows if d["jobs"] == n and d["level"] == "low"), None)
+        hi = next((d for d in rows if d["jobs"] == n and d["level"] == "high"), None)
+        if lo and hi:
+            growth.append(f"{n:,} jobs: low / high concurrency jobs/s = {lo['jobs_per_s'] / hi['jobs_per_s']:.2f}x")
+    for line in growth:
+        print(line)
+    if args.no_write:
+        return
+    stamp = (f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+             f"with `python benchmarks/bench_scale.py{' --million' if args.million else ''}` (fifo).")
+    res_file = update_results("scale", ["## Cost growth with jobs and concurrency (`benchmarks/bench_scale.py`)", "",
+                                        stamp, "", *table, "", *(f"- {g}" for g in growth)])
+    print(f"updated {res_file}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""The shared links of a simulated cluster: which running jobs use which links, and each one's
+max-min fair share, kept up to date as jobs come and go.
+
+A job inside one node crosses no shared link and is never a flow. When flows come, go or move,
+only a region around them is solved again, never more than the connected component of the links
+they change (flows linked through shared links; max-min shares of disjoint components are
+independent):
+
+1. the region starts as the flows on the changed links;
+2. its max-min shares are solved in what the flows outside it leave of each link (progressive
+   filling, dlsched.workload.speed.max_min_shares);
+3. the result is checked against the definition of max-min fairness: every flow has a
+   bottleneck, a full link on which no flow gets more. Flows outside the region that lost their
+   bottleneck (the region took or freed capacity on it), and those that get more than a region
+   flow on each of that flow's full links, join the region, and 2 runs again.
+
+The allocation that passes 3 for every flow is the max-min allocation (it is unique), so this is
+exact; on a large busy cluster, where one job's links chain most running jobs into one component,
+the region stays a few flows where the component is hundreds (benchmarks/RESULTS.md, "scale").
+
+`update` returns only the flows whose rate changed, so that the simulator re-rates just those
+jobs.
+"""
+from __future__ import annotations
+
+from dlsched.workload.speed import max_min_shares
+
+
+REL_TOL = 1e-12   # rates closer than this (relative) are the same rate
+TOL = 1e-9        # a link this close to full is full; a rate this close to the top is the top
+
+
+class NetShares:
+    """Flows (job id -> the links it crosses) and their max-min rates over `capacity`."""
+
+    def __init__(self, capacity) -> None:
+        self.capacity = [float(c) for c in capacity]
+        self.flows: dict[str, tuple[int, ...]] = {}
+        self.users: dict[int, dict[str, None]] = {}   # link -> its flows (an ordered set)
+        self.rate: dict[str, float] = {}
+        self.bneck: dict[str, int] = {}   # flow -> a link that was its bottleneck when last checked
+
+    def share(self, flow: str) -> float | None:
+        return self.rate.get(flow)
+
+    def update(self, changes: dict[str, tuple[int, ...] | None]) -> dict[str, float]:
+        """Apply `changes` (flow -> its links, or None to remove it) and re-share the components
+        they touch. Returns {flow: new rate} for the flows whose rate changed (removed flows are
+        not in it)."""
+        seeds: set[int] = set()
+        for f, links in changes.items():
+            old = self.flows.get(f)
+            if old == links:
+                continue
+            if old is not None:
+                self._remove(f, old)
+                seeds.update(old)
+            if links:
+                self.flows[f] = links
+                for link in links:
+                    self.users.setdefault(link, {})[f] = None
+                seeds.update(links)
+        if not seeds:
+            return {}
+        users, flows, rate = self.users, self.flows, self.rate
+        region = {f for link in seeds for f in users.get(link, ())}
+        while True:
+            new = self._solve(region)
+            grow = self._violations(region, new)
+            if not grow:
+                break
+            region |= grow
+        changed = {}
+        for f in sorted(region):
+            r = new[f]
+            old = rate.get(f)
+            # A flow solved again keeps its rate up to rounding: keep the old value then (no
+            # re-rate, no new finish event for float noise).
+            if old is None or abs(r - old) > REL_TOL * old:
+                changed[f] = r
+            rate[f] = r if old is None or abs(r - old) > REL_TOL * old else old
+        return changed
+
+    def _solve(self, region: set[str]) -> dict[str, float]:
+        """Max-min shares of the region's flows in what the flows outside it leave of each link."""
+        users, flows, rate = self.users, self.flows, self.rate
+        residual: dict[int, float] = {}
+        for f in region:
+            for link in flows[f]:
+                if link not in residual:
+                    left = self.capacity[link] - sum(rate[g] for g in users[link] if g not in region)
+                    residual[link] = left if left > 0.0 else 0.0
+        return max_min_shares({f: flows[f] for f in sorted(region)}, residual)
+
+    def _violations(self, region: set[str], new: dict[str, float]) -> set[str]:
+        """Flows outside the region that must join it for the region's solution to be the
+        max-min allocation of all flows: every flow needs a bottleneck, a full link on which no
+        flow gets more. Those outside whose bottleneck the region took or freed, and those that
+        get more than a region flow on each of its full links."""
+        users, flows = self.users, self.flows
+        touched = {link for f in region for link in flows[f]}
+        load: dict[int, float] = {}
+        top: dict[int, float] = {}
+
+        def get(g: str) -> float:
+            return new[g] if g in new else self.rate[g]
+
+        def link_state(link: int) -> tuple[bool, float]:
+            if link not in load:
+                rates = [get(g) for g in users[link]]
+                load[link] = sum(rates)
+                top[link] = max(rates)
+            return load[link] >= self.capacity[link] * (1.0 - TOL), top[link]
+
+        bneck = self.bneck
+
+        def bottlenecked(f: str) -> bool:
+            r = get(f)
+            for link in flows[f]:
+                full, most = link_state(link)
+                if full and r >= most * (1.0 - TOL):
+                    bneck[f] = link
+                    return True
+            return False
+
+        grow: set[str] = set()
+        outside = sorted({g for link in touched for g in users[link] if g not in region})
+        for g in outside:
+            # A bottleneck away from the region's links is as it was: still one.
+            if bneck.get(g, -1) not in touched and g in bneck:
+                continue
+            if not bottlenecked(g):
+                grow.add(g)
+        for f in sorted(region):
+            if not bottlenecked(f):
+                r = new[f]
+                grow.update(g for link in flows[f] for g in users[link]
+                            if g not in region and self.rate[g] > r)
+        return grow
+
+    def _remove(self, f: str, links: tuple[int, ...]) -> None:
+        del self.flows[f]
+        self.rate.pop(f, None)
+        self.bneck.pop(f, None)
+        for link in links:
+            users = self.users[link]
+            del users[f]
+            if not users:
+                del self.users[link]

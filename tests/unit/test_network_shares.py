@@ -1,0 +1,115 @@
+"""The max-min solver (heap-based progressive filling) against the first version's linear scan,
+and the incremental NetShares (re-sharing only the touched components) against a full solve."""
+import numpy as np
+import pytest
+
+from dlsched.sim.network import NetShares
+from dlsched.workload.speed import max_min_shares
+
+
+def reference_max_min(flows, capacity):
+    """The first version of max_min_shares, kept here as the reference: at every step, scan every
+    link for the least remaining capacity per unfrozen flow and freeze its flows."""
+    remaining, users = {}, {}
+    for f, links in flows.items():
+        for link in links:
+            users.setdefault(link, []).append(f)
+            remaining[link] = float(capacity[link])
+    rate = {}
+    active = {f for f, links in flows.items() if links}
+    while active:
+        best_link, best_share = None, float("inf")
+        for link, fs in users.items():
+            n = sum(1 for f in fs if f in active)
+            if n and remaining[link] / n < best_share:
+                best_link, best_share = link, remaining[link] / n
+        if best_link is None:
+            break
+        for f in [f for f in users[best_link] if f in active]:
+            rate[f] = best_share
+            active.discard(f)
+            for link in flows[f]:
+                remaining[link] = max(remaining[link] - best_share, 0.0)
+    return rate
+
+
+def random_instance(rng, n_flows, n_links, max_span=5, ties=False):
+    if ties:   # equal capacities: many equal shares, the tie-breaking case
+        capacity = rng.choice([10.0, 40.0], size=n_links)
+    else:
+        capacity = rng.uniform(1.0, 100.0, size=n_links)
+    flows = {}
+    for i in range(n_flows):
+        k = int(rng.integers(1, max_span + 1))
+        flows[f"f{i}"] = tuple(int(x) for x in rng.choice(n_links, size=min(k, n_links), replace=False))
+    return flows, capacity
+
+
+def assert_same(got, want):
+    assert set(got) == set(want)
+    for f in want:
+        assert got[f] == pytest.approx(want[f], rel=1e-9, abs=1e-12), f
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_heap_solver_equals_the_reference(seed):
+    rng = np.random.default_rng(seed)
+    flows, capacity = random_instance(rng, int(rng.integers(1, 120)), int(rng.integers(1, 40)),
+                                      ties=seed % 2 == 0)
+    assert_same(max_min_shares(flows, capacity), reference_max_min(flows, capacity))
+
+
+def test_solution_is_max_min_fair():
+    """Every flow has a bottleneck: a full link on which no flow gets more than it."""
+    rng = np.random.default_rng(7)
+    flows, capacity = random_instance(rng, 300, 60)
+    rate = max_min_shares(flows, capacity)
+    load = {}
+    for f, links in flows.items():
+        for link in links:
+            load[link] = load.get(link, 0.0) + rate[f]
+    for link, used in load.items():
+        assert used <= capacity[link] * (1 + 1e-9)
+    for f, links in flows.items():
+        assert any(load[link] >= capacity[link] * (1 - 1e-9)
+                   and all(rate[g] <= rate[f] * (1 + 1e-9) for g in flows if link in flows[g])
+                   for link in links), f
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_incremental_shares_equal_a_full_solve(seed):
+    """Flows come, go and move at random; after every update the kept rates are what a full
+    solve of the current flows gives, and `update` reports every rate that moved."""
+    rng = np.random.default_rng(100 + seed)
+    n_links = 30
+    capacity = rng.choice([10.0, 25.0, 40.0], size=n_links)
+    net = NetShares(capacity)
+    live: dict[str, tuple[int, ...]] = {}
+    before: dict[str, float] = {}
+    for step in range(120):
+        changes = {}
+        for _ in range(int(rng.integers(1, 4))):
+            f = f"f{int(rng.integers(0, 60))}"
+            if f in live and rng.random() < 0.5:
+                changes[f] = None
+                live.pop(f)
+            else:   # a new flow, or one that moves (new links)
+                links = tuple(int(x) for x in rng.choice(n_links, size=int(rng.integers(1, 4)), replace=False))
+                changes[f] = links
+                live[f] = links
+        changed = net.update(changes)
+        want = reference_max_min(live, capacity)
+        assert_same(net.rate, want)
+        for f, r in want.items():
+            if f not in before or abs(before[f] - r) > 1e-9 * r:
+                assert f in changed, (step, f)
+        before = dict(net.rate)
+
+
+def test_components_apart_are_not_re_shared():
+    """Two flows on disjoint links: changing one leaves the other's rate unreported."""
+    net = NetShares(np.array([10.0, 10.0, 10.0]))
+    assert net.update({"a": (0,), "b": (1, 2)}) == {"a": 10.0, "b": 10.0}
+    assert net.update({"c": (0,)}) == {"a": 5.0, "c": 5.0}
+    assert net.update({"a": None}) == {"c": 10.0}
+    assert net.flows == {"b": (1, 2), "c": (0,)}
