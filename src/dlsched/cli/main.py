@@ -393,6 +393,10 @@ from dlsched.cli import runtime as _runtime  # noqa: E402  (the real runtime's c
 
 _runtime.register(app)
 
+from dlsched.cli import scale as _scale  # noqa: E402  (sweep and plan on Ray)
+
+_scale.register(app)
+
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point. What a user can cause ends in one line on stderr (`error: ...`) and exit status

@@ -62,7 +62,7 @@ class NetShares:
                 seeds.update(links)
         if not seeds:
             return {}
-        users, flows, rate = self.users, self.flows, self.rate
+        users, rate = self.users, self.rate
         region = {f for link in seeds for f in users.get(link, ())}
         while True:
             new = self._solve(region)

@@ -1,0 +1,1 @@
+"""Sweeps and capacity planning on Ray (dlsched sweep, dlsched plan)."""

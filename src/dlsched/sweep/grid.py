@@ -1,0 +1,216 @@
+"""A sweep file: the grid of clusters x workloads x policies x parameters x seeds that
+`dlsched sweep` runs, one simulation (a cell) per point.
+
+    name: policies-on-philly          # optional, shown in the report
+    clusters: [philly, my.yaml]        # presets or cluster files (relative to this file)
+    workloads: [philly-sample, "poisson:jobs=500,rate=0.02", jobs.csv]
+    policies: [fifo, tiresias]
+    seeds: 3                           # 0, 1, 2; or a list: [0, 7]
+    parameters:                        # optional; every combination is a cell
+      restart_delay_s: [0, 30]         # simulate options: restart_delay_s, start_delay_s
+      round_s: [60, 300]               # policy settings: round_s, gang, blocking
+      tiresias.queue_limits_s: [[3600], [1800, 7200]]   # <component>.<parameter> of a policy
+
+A component parameter applies to the policies that have that component; the other policies run
+once per value of the rest of the grid. Every value is checked (each policy built with it) before
+any cell runs: a bad one is one line naming the file and the field.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dlsched.core.errors import ConfigError, DlschedError
+
+TOP = {"name", "clusters", "workloads", "policies", "seeds", "parameters"}
+SIM_OPTIONS = ("restart_delay_s", "start_delay_s")
+POLICY_SETTINGS = ("round_s", "gang", "blocking")
+MAX_CELLS = 100_000
+MAX_SEED = 2 ** 32 - 1
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One simulation of a sweep. `params`: the grid's parameter values, sorted by name."""
+    cluster: str
+    workload: str
+    policy: str
+    seed: int
+    params: tuple[tuple[str, Any], ...] = ()
+    inputs: tuple[tuple[str, str], ...] = field(default=(), compare=False)   # file -> sha256
+
+    def label(self) -> str:
+        p = ", ".join(f"{k}={json.dumps(v)}" for k, v in self.params)
+        return f"{self.policy} on {Path(self.cluster).name} / {Path(self.workload).name}, seed {self.seed}" + \
+            (f" ({p})" if p else "")
+
+    def key(self) -> str:
+        """A hash of everything the cell's result depends on: its inputs (a file by its content),
+        policy, seed, parameters and the dlsched version."""
+        import dlsched
+        blob = json.dumps({"cluster": self.cluster, "workload": self.workload, "policy": self.policy,
+                           "seed": self.seed, "params": [list(p) for p in self.params],
+                           "files": dict(self.inputs), "version": dlsched.__version__}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+    def sim_options(self) -> dict:
+        return {k: v for k, v in self.params if k in SIM_OPTIONS}
+
+    def policy_settings(self) -> dict:
+        """The profile overrides of this cell: {round_s, gang, blocking, params: {component: {...}}}."""
+        out: dict = {}
+        for k, v in self.params:
+            if k in POLICY_SETTINGS:
+                out[k] = v
+            elif "." in k:
+                comp, _, name = k.partition(".")
+                out.setdefault("params", {}).setdefault(comp, {})[name] = v
+        return out
+
+
+@dataclass
+class Sweep:
+    name: str
+    cells: list[Cell]
+    file: str
+
+
+def _list(spec: dict, key: str, file: str, kind=str) -> list:
+    v = spec.get(key)
+    if v is None:
+        raise ConfigError(key, "is required (a list)", file=file)
+    if isinstance(v, (str, int)) and not isinstance(v, bool):
+        v = [v]
+    if not isinstance(v, list) or not v:
+        raise ConfigError(key, "must be a non-empty list", file=file)
+    for i, x in enumerate(v):
+        if not isinstance(x, kind) or isinstance(x, bool):
+            raise ConfigError(f"{key}[{i}]", f"must be a {kind.__name__}, got {x!r}", file=file)
+    if len(set(map(str, v))) < len(v):
+        raise ConfigError(key, "names an entry twice", file=file)
+    return v
+
+
+def _seeds(spec: dict, file: str) -> list[int]:
+    v = spec.get("seeds", 1)
+    if isinstance(v, int) and not isinstance(v, bool):
+        if not 1 <= v <= 10_000:
+            raise ConfigError("seeds", f"a count must be 1..10000, got {v}", file=file)
+        return list(range(v))
+    seeds = _list(spec, "seeds", file, int)
+    for i, s in enumerate(seeds):
+        if not 0 <= s <= MAX_SEED:
+            raise ConfigError(f"seeds[{i}]", f"must be 0..{MAX_SEED}, got {s}", file=file)
+    return seeds
+
+
+def _file_input(ref: str, base: Path) -> tuple[str, str | None]:
+    """(absolute path, sha256) of a file reference, relative to the sweep file's folder."""
+    p = Path(ref).expanduser()
+    if not p.is_absolute():
+        p = base / p
+    if not p.is_file():
+        return str(p), None
+    with open(p, "rb") as fh:
+        return str(p.resolve()), hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Parse and validate a sweep file into its cells."""
+    importlib.import_module("dlsched.policies")   # registers the profiles
+    from dlsched.cluster.topology import is_preset, load_cluster
+    from dlsched.core.config import read_yaml
+    from dlsched.scheduler.core import build_profile
+    from dlsched.scheduler.framework import REGISTRY
+    from dlsched.workload.io import is_named_workload
+
+    file = str(path)
+    spec = read_yaml(path, "sweep file")
+    if not isinstance(spec, dict):
+        raise ConfigError("(top level)", "must be a mapping with clusters, workloads, policies", file=file)
+    unknown = sorted(set(spec) - TOP)
+    if unknown:
+        raise ConfigError(unknown[0], f"unknown field (allowed: {', '.join(sorted(TOP))})", file=file)
+    base = Path(path).resolve().parent
+    inputs: dict[str, str] = {}
+
+    clusters = []
+    for i, c in enumerate(_list(spec, "clusters", file)):
+        if is_preset(c):
+            clusters.append(c)
+            continue
+        ref, digest = _file_input(c, base)
+        if digest is None:
+            raise ConfigError(f"clusters[{i}]", f"{c!r} is neither a preset nor a file", file=file)
+        try:
+            load_cluster(ref)
+        except DlschedError as e:
+            raise ConfigError(f"clusters[{i}]", str(e), file=file) from None
+        clusters.append(ref)
+        inputs[ref] = digest
+    workloads = []
+    for i, w in enumerate(_list(spec, "workloads", file)):
+        if is_named_workload(w):
+            workloads.append(w)
+            continue
+        ref, digest = _file_input(w, base)
+        if digest is None:
+            raise ConfigError(f"workloads[{i}]", f"{w!r} is neither a generator, a bundled workload nor a file",
+                              file=file)
+        workloads.append(ref)
+        inputs[ref] = digest
+    known = REGISTRY.names("profile")
+    policies = _list(spec, "policies", file)
+    for i, p in enumerate(policies):
+        if p not in known:
+            raise ConfigError(f"policies[{i}]", f"unknown policy {p!r} (registered: {', '.join(known)})", file=file)
+    seeds = _seeds(spec, file)
+
+    grid = spec.get("parameters") or {}
+    if not isinstance(grid, dict):
+        raise ConfigError("parameters", "must be a mapping of parameter name to a list of values", file=file)
+    axes: list[tuple[str, list]] = []
+    for k in sorted(grid):
+        vals = grid[k]
+        where = f"parameters.{k}"
+        if not isinstance(k, str) or not (k in SIM_OPTIONS or k in POLICY_SETTINGS or
+                                          ("." in k and all(k.partition(".")[::2]))):
+            raise ConfigError(where, f"unknown parameter (simulate options: {', '.join(SIM_OPTIONS)}; policy "
+                              f"settings: {', '.join(POLICY_SETTINGS)}; or <component>.<parameter>)", file=file)
+        if not isinstance(vals, list) or not vals:
+            raise ConfigError(where, "must be a non-empty list of values", file=file)
+        if k in SIM_OPTIONS:
+            for j, v in enumerate(vals):
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
+                    raise ConfigError(f"{where}[{j}]", f"must be a number >= 0, got {v!r}", file=file)
+        axes.append((k, vals))
+
+    cells: list[Cell] = []
+    seen: set = set()
+    for policy in policies:
+        comps = {name for _, name in REGISTRY.get("profile", policy).components()}
+        # the axes that apply to this policy; a component parameter of another policy does not
+        mine = [(k, vals) for k, vals in axes if "." not in k or k.partition(".")[0] in comps]
+        for combo in itertools.product(*[vals for _, vals in mine]):
+            params = tuple((k, v) for (k, _), v in zip(mine, combo))
+            probe = Cell("", "", policy, 0, params)
+            try:
+                build_profile(policy, probe.policy_settings())
+            except ConfigError as e:
+                bad = ", ".join(f"{k}={v!r}" for k, v in params)
+                raise ConfigError("parameters", f"{policy} with {bad}: {e}", file=file) from None
+            for cl, wl, seed in itertools.product(clusters, workloads, seeds):
+                own = tuple((ref, inputs[ref]) for ref in (cl, wl) if ref in inputs)   # its files' contents
+                cell = Cell(cl, wl, policy, seed, params, own)
+                if cell not in seen:
+                    seen.add(cell)
+                    cells.append(cell)
+                if len(cells) > MAX_CELLS:
+                    raise ConfigError("(grid)", f"more than {MAX_CELLS:,} cells", file=file)
+    name = str(spec.get("name") or Path(path).stem)[:128]
+    return Sweep(name, cells, file)
