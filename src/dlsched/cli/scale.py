@@ -119,7 +119,7 @@ def register(app: typer.Typer) -> None:
         paths = write_plan(o, out)
         rows = [{"tenant": r["tenant"], "policy": r["policy"], "nodes": str(r["nodes"]), "GPUs": str(r["gpus"]),
                  tgt.metric: "-" if r[tgt.metric] is None else f"{r[tgt.metric]:,.2f}",
-                 "finished": f"{r['finished']:.0f} of {r['jobs']:.0f}", "meets": "yes" if r["met"] else "no"}
+                 "jobs done": f"{r['finished']:.0f} of {r['jobs']:.0f}", "meets": "yes" if r["met"] else "no"}
                 for r in o.curve()]
         if not tenants:
             for r in rows:

@@ -259,6 +259,11 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
             for it in items:
                 try:
                     self._handle(it, out)
+                except DlschedError as e:   # an operator's bad request: one line, the caller gets it
+                    log.warning("runtime: %s refused: %s", it[0], e)
+                    fut = it[2]
+                    if isinstance(fut, Future) and not fut.done():
+                        fut.set_exception(e)
                 except Exception as e:  # one bad command must not stop the scheduler
                     log.exception("runtime: %s failed", it[0])
                     fut = it[2]

@@ -9,7 +9,7 @@
     parameters:                        # optional; every combination is a cell
       restart_delay_s: [0, 30]         # simulate options: restart_delay_s, start_delay_s
       round_s: [60, 300]               # policy settings: round_s, gang, blocking
-      tiresias.queue_limits_s: [[3600], [1800, 7200]]   # <component>.<parameter> of a policy
+      tiresias.thresholds: [[57600], [28800, 115200]]   # <component>.<parameter> of a policy
 
 A component parameter applies to the policies that have that component; the other policies run
 once per value of the rest of the grid. Every value is checked (each policy built with it) before
@@ -191,7 +191,7 @@ def load_sweep(path: str | Path) -> Sweep:
         axes.append((k, vals))
 
     cells: list[Cell] = []
-    seen: set = set()
+    seen: set[str] = set()
     for policy in policies:
         comps = {name for _, name in REGISTRY.get("profile", policy).components()}
         # the axes that apply to this policy; a component parameter of another policy does not
@@ -207,8 +207,9 @@ def load_sweep(path: str | Path) -> Sweep:
             for cl, wl, seed in itertools.product(clusters, workloads, seeds):
                 own = tuple((ref, inputs[ref]) for ref in (cl, wl) if ref in inputs)   # its files' contents
                 cell = Cell(cl, wl, policy, seed, params, own)
-                if cell not in seen:
-                    seen.add(cell)
+                ident = json.dumps([cl, wl, policy, seed, [list(p) for p in params]])   # values may be lists
+                if ident not in seen:
+                    seen.add(ident)
                     cells.append(cell)
                 if len(cells) > MAX_CELLS:
                     raise ConfigError("(grid)", f"more than {MAX_CELLS:,} cells", file=file)
