@@ -36,8 +36,14 @@ test: $(STAMP) browser
 property: $(STAMP)
 	DLSCHED_HYPOTHESIS=property $(BIN)/python -m pytest tests/property
 
+# the simulator's goals (issue "Scale"), each writing its block of benchmarks/RESULTS.md; the last
+# prints the cost-growth table (jobs/s at 10k and 100k jobs, low and high concurrency)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sim.py
+	$(BIN)/python benchmarks/bench_round.py --tasks 100000 --nodes 5000
+	$(BIN)/python benchmarks/bench_optimus.py --jobs 4000 --nodes 16000
+	$(BIN)/python benchmarks/bench_sweep.py
+	$(BIN)/python benchmarks/bench_scale.py
 
 bench-runtime: $(STAMP)
 	$(BIN)/python benchmarks/bench_runtime.py

@@ -51,10 +51,7 @@ def test_sweep_streams_cells_reports_a_failed_one_and_skips_done_cells_on_a_re_r
     df = pd.read_parquet(out / "results.parquet")
     assert len(df) == 16 and df["key"].is_unique
     assert "## Failed cells" not in (out / "report.md").read_text()
-    # a changed input file is a new cell: its content is in the key
-    (tmp_path / "jobs.csv").write_text("job_id,submit_time_s,workers,duration_s\nj1,0,2,600\nj2,10,1,901\n")
-    r = run("sweep", tmp_path / "s.yaml", "--out", out, "--workers", 2)
-    assert r.returncode == 0 and "16 cells: 8 run, 8 already done" in r.stdout
+    # (a changed input file is a new cell: tests/unit/test_sweep_grid.py)
 
 
 def test_sweep_input_errors_are_one_line_before_any_work(tmp_path):

@@ -65,8 +65,8 @@ class NetShares:
         users, rate = self.users, self.rate
         region = {f for link in seeds for f in users.get(link, ())}
         while True:
-            new = self._solve(region)
-            grow = self._violations(region, new)
+            new, frozen_at = self._solve(region)
+            grow = self._violations(region, new, frozen_at)
             if not grow:
                 break
             region |= grow
@@ -81,8 +81,9 @@ class NetShares:
             rate[f] = r if old is None or abs(r - old) > REL_TOL * old else old
         return changed
 
-    def _solve(self, region: set[str]) -> dict[str, float]:
-        """Max-min shares of the region's flows in what the flows outside it leave of each link."""
+    def _solve(self, region: set[str]) -> tuple[dict[str, float], dict[str, int]]:
+        """Max-min shares of the region's flows in what the flows outside it leave of each link,
+        and the link each one froze at."""
         users, flows, rate = self.users, self.flows, self.rate
         residual: dict[int, float] = {}
         for f in region:
@@ -90,33 +91,37 @@ class NetShares:
                 if link not in residual:
                     left = self.capacity[link] - sum(rate[g] for g in users[link] if g not in region)
                     residual[link] = left if left > 0.0 else 0.0
-        return max_min_shares({f: flows[f] for f in sorted(region)}, residual)
+        frozen_at: dict[str, int] = {}
+        return max_min_shares({f: flows[f] for f in sorted(region)}, residual, frozen_at), frozen_at
 
-    def _violations(self, region: set[str], new: dict[str, float]) -> set[str]:
+    def _violations(self, region: set[str], new: dict[str, float], frozen_at: dict[str, int]) -> set[str]:
         """Flows outside the region that must join it for the region's solution to be the
         max-min allocation of all flows: every flow needs a bottleneck, a full link on which no
         flow gets more. Those outside whose bottleneck the region took or freed, and those that
         get more than a region flow on each of its full links."""
-        users, flows = self.users, self.flows
+        users, flows, rate, cap = self.users, self.flows, self.rate, self.capacity
         touched = {link for f in region for link in flows[f]}
-        load: dict[int, float] = {}
-        top: dict[int, float] = {}
-
-        def get(g: str) -> float:
-            return new[g] if g in new else self.rate[g]
+        state: dict[int, tuple[bool, float]] = {}    # link -> (full, top rate), computed once
 
         def link_state(link: int) -> tuple[bool, float]:
-            if link not in load:
-                rates = [get(g) for g in users[link]]
-                load[link] = sum(rates)
-                top[link] = max(rates)
-            return load[link] >= self.capacity[link] * (1.0 - TOL), top[link]
+            st = state.get(link)
+            if st is None:
+                rates = [new[g] if g in new else rate[g] for g in users[link]]
+                st = state[link] = (sum(rates) >= cap[link] * (1.0 - TOL), max(rates))
+            return st
 
         bneck = self.bneck
 
-        def bottlenecked(f: str) -> bool:
-            r = get(f)
+        def bottlenecked(f: str, r: float, first: int | None) -> bool:
+            # the link it was bottlenecked at (or froze at) first: most often still the one
+            if first is not None:
+                full, most = link_state(first)
+                if full and r >= most * (1.0 - TOL):
+                    bneck[f] = first
+                    return True
             for link in flows[f]:
+                if link == first:
+                    continue
                 full, most = link_state(link)
                 if full and r >= most * (1.0 - TOL):
                     bneck[f] = link
@@ -124,18 +129,18 @@ class NetShares:
             return False
 
         grow: set[str] = set()
-        outside = sorted({g for link in touched for g in users[link] if g not in region})
+        outside = {g for link in touched for g in users[link] if g not in region}
         for g in outside:
+            b = bneck.get(g)
             # A bottleneck away from the region's links is as it was: still one.
-            if bneck.get(g, -1) not in touched and g in bneck:
+            if b is not None and b not in touched:
                 continue
-            if not bottlenecked(g):
+            if not bottlenecked(g, rate[g], b):
                 grow.add(g)
-        for f in sorted(region):
-            if not bottlenecked(f):
-                r = new[f]
-                grow.update(g for link in flows[f] for g in users[link]
-                            if g not in region and self.rate[g] > r)
+        for f in region:
+            r = new[f]
+            if not bottlenecked(f, r, frozen_at.get(f)):
+                grow.update(g for link in flows[f] for g in users[link] if g not in region and rate[g] > r)
         return grow
 
     def _remove(self, f: str, links: tuple[int, ...]) -> None:

@@ -313,12 +313,14 @@ class SpeedModel:
         return prof.iter_time(shares)
 
 
-def max_min_shares(flows: dict[str, tuple[int, ...]], capacity) -> dict[str, float]:
+def max_min_shares(flows: dict[str, tuple[int, ...]], capacity,
+                   frozen_at: dict[str, int] | None = None) -> dict[str, float]:
     """Max-min fair rate of each flow (bytes/s) by progressive filling.
 
     `flows` maps a flow id to the links it crosses; every flow is an elephant (it takes all the
     bandwidth it is given). Returns the rate each flow gets; a flow gets the same rate on every
-    link it crosses (its bottleneck's fair share).
+    link it crosses (its bottleneck's fair share). `frozen_at`, if given, gets the link at which
+    each flow froze (its bottleneck).
 
     The most constrained link (least remaining capacity per unfrozen flow) is taken from a heap
     whose stale entries are skipped, so a solve costs O(I log L) for I flow-link incidences and L
@@ -347,6 +349,8 @@ def max_min_shares(flows: dict[str, tuple[int, ...]], capacity) -> dict[str, flo
             if f in rate:
                 continue
             rate[f] = share
+            if frozen_at is not None:
+                frozen_at[f] = link
             for other in flows[f]:
                 left = remaining[other] - share
                 remaining[other] = left if left > 0.0 else 0.0

@@ -1,0 +1,73 @@
+"""Every registered policy on the whole Philly trace (82,247 jobs, `philly` preset), each in a fresh
+subprocess with a time limit; writes the "policies" block of benchmarks/RESULTS.md.
+
+    python benchmarks/bench_policies.py [--limit-s 150] [--policies a,b] [--no-write]
+
+Goal (issue "Scale"): every policy in <= 20 s of process wall time, fifo in <= 5 s.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+from results import update_results
+
+CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import dlsched
+from dlsched.workload.io import load_workload
+jobs = load_workload("philly")
+t1 = time.perf_counter()
+res = dlsched.simulate("philly", jobs, sys.argv[1], record_rates=False)
+t2 = time.perf_counter()
+print(json.dumps({"load_s": t1 - t0, "sim_s": t2 - t1, "finished": int(res.summary["finished"]),
+                  "mean_jct_s": res.summary["mean_jct_s"]}))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--limit-s", type=float, default=150.0)
+    ap.add_argument("--policies", default="")
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+    import dlsched.policies  # noqa: F401
+    from dlsched.scheduler.framework import REGISTRY
+    names = [p for p in args.policies.split(",") if p] or REGISTRY.names("profile")
+    rows = []
+    for p in names:
+        t = time.perf_counter()
+        try:
+            out = subprocess.run([sys.executable, "-c", CHILD, p], capture_output=True, text=True,
+                                 timeout=args.limit_s, check=True)
+            d = json.loads(out.stdout.strip().splitlines()[-1])
+            d["wall_s"] = time.perf_counter() - t
+        except subprocess.TimeoutExpired:
+            d = {"wall_s": None}
+        rows.append((p, d))
+        w = "> %.0f s (stopped)" % args.limit_s if d["wall_s"] is None else f"{d['wall_s']:.1f} s"
+        print(f"{p}: {w}", flush=True)
+    table = ["| policy | process wall (s) | simulate (s) | jobs/s | mean JCT (s) |", "| --- | --- | --- | --- | --- |"]
+    for p, d in sorted(rows, key=lambda r: (r[1]["wall_s"] is None, r[1]["wall_s"] or 0)):
+        if d["wall_s"] is None:
+            table.append(f"| {p} | > {args.limit_s:.0f} (stopped) | - | - | - |")
+        else:
+            table.append(f"| {p} | {d['wall_s']:.1f} | {d['sim_s']:.1f} | {82247 / d['sim_s']:,.0f} | "
+                         f"{d['mean_jct_s']:,.0f} |")
+    if args.no_write:
+        return
+    lines = ["## Every policy on the whole Philly trace (`benchmarks/bench_policies.py`)", "",
+             f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+             f"with `python benchmarks/bench_policies.py --limit-s {args.limit_s:.0f}`. Goal: every policy "
+             "<= 20 s of process wall time, fifo <= 5 s.", "", *table]
+    print(f"updated {update_results('policies', lines)}")
+
+
+if __name__ == "__main__":
+    main()
