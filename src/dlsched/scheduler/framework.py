@@ -38,6 +38,8 @@ on a backend that lacks one, naming both (never a silent degradation).
 """
 from __future__ import annotations
 
+import math
+
 import inspect
 import types
 import typing
@@ -87,6 +89,23 @@ class Component(Protocol):
         (the end of a Gandiva time-slice turn), or None. Asked after each round carried out and
         each applied plan; the scheduler asks the backend for a round then (Backend.wake_at).
         Pure. Never called when the component does not override it."""
+
+    def quiet_until(self, now: float, running) -> float:
+        """After a round at `now` that decided nothing: the earliest time at which this
+        component could decide otherwise if nothing happens meanwhile (no event of any kind),
+        math.inf if never (its decisions depend on the cluster and the queue alone). `running`:
+        the running jobs' records. While every component of a profile is quiet, the periodic
+        rounds before that time are skipped: they would decide nothing, and a round costs a pass
+        over the whole queue (Tiresias on a long queue ran 99 % such rounds). Pure. A component
+        that does not override it is never quiet (its profile's periodic rounds all run)."""
+
+
+class Timeless:
+    """A mixin for components whose decisions depend on the cluster, the queue and the jobs'
+    requests alone, never on the time: quiet forever after a round that decided nothing."""
+
+    def quiet_until(self, now: float, running) -> float:
+        return math.inf
 
 
 class Order(Component, Protocol):

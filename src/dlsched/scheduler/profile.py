@@ -12,7 +12,8 @@ from dlsched.scheduler.framework import REGISTRY, ProfileSpec, build
 def overrides(component, hook: str) -> bool:
     """Does the component define `hook` itself (not just inherit the declared no-op)?"""
     from dlsched.scheduler import framework as fw
-    defaults = (fw.Component.observe, fw.Order.begin_round, fw.Action.before_place, fw.Action.act)
+    defaults = (fw.Component.observe, fw.Component.next_wake, fw.Component.quiet_until, fw.Order.begin_round,
+                fw.Action.before_place, fw.Action.act)
     return getattr(type(component), hook, None) not in defaults
 
 

@@ -46,6 +46,8 @@ that would suspend somebody.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from dlsched.core.types import GPU, Launch, Migrate, Resize, Resume
@@ -79,6 +81,17 @@ class Preempt(Action):
         for e in events:
             if isinstance(e, ev.JobFinish):
                 self._started.pop(e.job_id, None)
+
+    def quiet_until(self, now: float, running) -> float:
+        """Who may be suspended changes with time only as min_run_s protections run out."""
+        if not self.enabled or self.min_run_s <= 0:
+            return math.inf
+        t = math.inf
+        for job in running:
+            since = self._started.get(job.job_id, job.first_start_s)
+            if since is not None and since + self.min_run_s > now:
+                t = min(t, since + self.min_run_s)
+        return t
 
     # -- before placement: decide who is suspended ---------------------------------------------
     def before_place(self, ctx) -> None:

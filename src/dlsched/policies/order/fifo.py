@@ -3,11 +3,11 @@
 key(job) = () -- the framework appends (submit_time_s, job_id), which is exactly FIFO."""
 from __future__ import annotations
 
-from dlsched.scheduler.framework import Order, register
+from dlsched.scheduler.framework import Order, Timeless, register
 
 
 @register("order", "fifo", source="seed 000 (FIFO baseline)")
-class FifoOrder(Order):
+class FifoOrder(Timeless, Order):
     """First in, first out: earliest submission first."""
     static = True
 

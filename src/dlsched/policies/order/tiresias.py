@@ -63,6 +63,7 @@ its run then, and starving jobs are promoted. `key` reads this state and changes
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass
 
 from dlsched.core.types import Launch, Resume, Suspend
@@ -142,6 +143,24 @@ class TiresiasOrder(Order):
             return (0,)
         st = self._state.get(job.job_id)
         return (self.queue_of(job.attained(ctx.now) - (st.base if st is not None else 0.0)),)
+
+    def quiet_until(self, now: float, running) -> float | None:
+        """Waiting jobs keep their queue; the order changes when a running job's service since
+        its last promotion reaches its next threshold. With the starvation guard on, waiting
+        jobs are promoted with time too: never quiet then."""
+        if self.starve_factor > 0:
+            return -math.inf
+        t = math.inf
+        for job in running:
+            held = job.held_gpus()
+            if held <= 0:
+                continue
+            st = self._state.get(job.job_id)
+            service = job.attained(now) - (st.base if st is not None else 0.0)
+            q = self.queue_of(service)
+            if q < len(self.thresholds):
+                t = min(t, now + (self.thresholds[q] - service) / held)
+        return t
 
     # -- observed state ---------------------------------------------------------------------------
     def observe(self, now: float, events: list, applied) -> None:

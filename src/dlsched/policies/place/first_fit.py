@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from dlsched.scheduler.framework import register, Score
+from dlsched.scheduler.framework import register, Score, Timeless
 
 
 @register("score", "first_fit", source="seed 000")
-class FirstFitScorer(Score):
+class FirstFitScorer(Timeless, Score):
     """Every fitting node scores 1; the lowest node id wins."""
     node_local = True  # a node's score depends on that node alone
     first_fit = True  # lets the framework skip scoring: the first candidate wins

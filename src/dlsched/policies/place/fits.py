@@ -8,13 +8,13 @@ from __future__ import annotations
 
 
 from dlsched.core.types import RESOURCES
-from dlsched.scheduler.framework import Filter, NodeMask, register
+from dlsched.scheduler.framework import Filter, NodeMask, Timeless, register
 
 _EPS = 1e-9
 
 
 @register("filter", "fits", source="seed 002 (kube-scheduler fit filter)")
-class FitsFilter(Filter):
+class FitsFilter(Timeless, Filter):
     """The node has enough free GPU, CPU, memory, disk and network for the task."""
 
     def __init__(self) -> None:

@@ -20,11 +20,11 @@ from __future__ import annotations
 import numpy as np
 
 from dlsched.core.types import GPU
-from dlsched.scheduler.framework import register, Score
+from dlsched.scheduler.framework import register, Score, Timeless
 
 
 @register("score", "most_free", source="petuum/adaptdl simulator/tiresias.py (Pollux)")
-class MostFreeScorer(Score):
+class MostFreeScorer(Timeless, Score):
     """Fill the node the job started on, then the node with the most free GPUs."""
     node_local = False
 
