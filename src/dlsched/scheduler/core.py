@@ -94,11 +94,15 @@ class Scheduler:
         self._saved: list | None = None    # round_state before the last round not carried out yet
         self._next_tick: float | None = None
         self._ticked = False
-        # Periodic rounds are skipped before _quiet_until (see Component.quiet_until): set after
+        # Periodic rounds are skipped while quiet (see Component.quiet_until): _quiet_since is
+        # the time of the last round, if it decided nothing and nothing happened since; the
+        # time it is quiet until is asked of the components lazily, at the first periodic round
+        # that could be skipped (most empty rounds are followed by an event, which resets it).
         # a round that decided nothing when every component can tell; any event resets it.
         self._quiet = [c for c in profile.components() if _overrides(c, "quiet_until")]
         self._can_be_quiet = len(self._quiet) == len(profile.components())
-        self._quiet_until = -math.inf
+        self._quiet_since: float | None = None
+        self._quiet_until: float | None = None
         self.rounds_skipped = 0
         self._stats: Callable[[str], dict] | None = None
         self.round_errors: list[tuple[float, str | None, str]] = []   # (time, job or None, error)
@@ -130,7 +134,7 @@ class Scheduler:
     # -- events ------------------------------------------------------------------------------
     def handle(self, e, backend) -> None:
         if not isinstance(e, ev.RoundTick):
-            self._quiet_until = -math.inf     # something happened: the next round runs
+            self._quiet_since = None          # something happened: the next round runs
         if isinstance(e, ev.JobArrival):
             self._on_arrival(e, backend)
         elif isinstance(e, ev.TaskFinish):
@@ -188,7 +192,7 @@ class Scheduler:
             if self._next_tick is not None and e.time >= self._next_tick - _EPS:
                 self._next_tick = None      # the periodic tick (not a component's wake)
             else:
-                self._quiet_until = -math.inf   # a component's wake, a restarted server's kick
+                self._quiet_since = None        # a component's wake, a restarted server's kick
             self._dirty = True
             self._ticked = True
 
@@ -412,18 +416,22 @@ class Scheduler:
             self._log(now, "round", "", stats=(wall, queued))
             self._last_round = None
 
-    def _quiet_time(self, now: float) -> float:
-        """The earliest time any component could decide otherwise (-inf: unknown)."""
-        if not self._can_be_quiet:
-            return -math.inf
-        running = list(self.running.values())
-        return min((c.quiet_until(now, running) for c in self._quiet), default=math.inf)
+    def _is_quiet(self, now: float) -> bool:
+        """Would a round now decide nothing? True only when the last round decided nothing,
+        nothing happened since, and no component could decide otherwise before `now`."""
+        if self._quiet_since is None or not self._can_be_quiet or not self.queue:
+            return False      # (with nobody waiting a round is cheap: not worth asking)
+        if self._quiet_until is None:
+            running = list(self.running.values())
+            self._quiet_until = min((c.quiet_until(self._quiet_since, running) for c in self._quiet),
+                                    default=math.inf)
+        return now < self._quiet_until
 
     def execute(self, plan: Plan, backend) -> None:
         """Apply a plan made outside a round (an operator's migrate, a runtime re-attaching to
         jobs that kept running while its server was down) and record its effects."""
         if len(plan):
-            self._quiet_until = -math.inf
+            self._quiet_since = None
             backend.apply(plan)
             self._after_apply(plan, backend.now())
 
@@ -457,7 +465,7 @@ class Scheduler:
             # Without event rounds a change waits (dirty) for the next multiple of round_s.
             if self.profile.event_rounds or self._ticked or now % round_s == 0:
                 # actions and placers may decide about running jobs with nobody waiting
-                if self._dirty and now < self._quiet_until:
+                if self._dirty and self._is_quiet(now):
                     self.rounds_skipped += 1      # nothing happened and nothing can change yet
                 elif self._dirty and (self.queue or self._acts_on_running):
                     plan = (contained_round(self, backend, now)
@@ -471,7 +479,7 @@ class Scheduler:
                         t = c.next_wake(now)
                         if t is not None and t > now + _EPS:
                             backend.wake_at(t)
-                    self._quiet_until = self._quiet_time(now) if not len(plan) else -math.inf
+                    self._quiet_since, self._quiet_until = (None if len(plan) else now), None
                 self._dirty = False
             self._ticked = False
             if round_s and self._next_tick is None and (self.queue or self.running):
