@@ -439,6 +439,8 @@ class Scheduler:
     def run(self, backend, *, progress: Callable[[float, int], None] | None = None) -> None:
         self.check_backend(backend)
         self._stats = backend.job_stats
+        # skipping quiet rounds needs a backend whose state changes only through events
+        self._can_be_quiet = self._can_be_quiet and bool(getattr(backend, "quiet_rounds", False))
         # A run allocates many short-lived containers (transactions, plans, log records) while
         # its job records and event log stay alive: at the default gen-0 threshold (700) the
         # collector re-scans that growing live set over and over (about 1.5 s of 10 on the
