@@ -332,15 +332,19 @@ def is_preset(ref) -> bool:
     return (s in PRESETS and not s.endswith("-N")) or _sized(s) is not None
 
 
+def preset_spec(name: str) -> dict:
+    """The spec (node groups) of a preset name, as a cluster YAML file would give it."""
+    sized = _sized(name)
+    return sized[0](sized[1]) if sized else PRESETS[name]()
+
+
 def load_cluster(ref: str | Path | Cluster) -> Cluster:
     """A preset name (seed000, seed001, seed002, liquid-N, v100-N, pollux, philly) or a YAML file."""
     if isinstance(ref, Cluster):
         return ref
     s = str(ref)
     if is_preset(s):
-        sized = _sized(s)
-        spec = sized[0](sized[1]) if sized else PRESETS[s]()
-        return cluster_from_dict(spec, name=s)
+        return cluster_from_dict(preset_spec(s), name=s)
     p = Path(s)
     if p.suffix in (".yaml", ".yml", ".json") or p.exists():
         spec = read_yaml(p, "cluster file")

@@ -91,9 +91,8 @@ class CellStore:
             return None     # a damaged record: run the cell again
 
     def _write(self, path: Path, record: dict) -> None:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record, indent=1, default=str))
-        tmp.replace(path)
+        from dlsched.runtime.cluster import write_private   # whole, renamed in, 0600
+        write_private(path, json.dumps(record, indent=1, default=str))
 
     def save_done(self, cell: Cell, result: dict) -> dict:
         record = {**cell_record(cell), **result["metrics"], "wall_s": result["wall_s"]}

@@ -139,31 +139,28 @@ def load_sweep(path: str | Path) -> Sweep:
     base = Path(path).resolve().parent
     inputs: dict[str, str] = {}
 
-    clusters = []
-    for i, c in enumerate(_list(spec, "clusters", file)):
-        if is_preset(c):
-            clusters.append(c)
-            continue
-        ref, digest = _file_input(c, base)
-        if digest is None:
-            raise ConfigError(f"clusters[{i}]", f"{c!r} is neither a preset nor a file", file=file)
-        try:
-            load_cluster(ref)
-        except DlschedError as e:
-            raise ConfigError(f"clusters[{i}]", str(e), file=file) from None
-        clusters.append(ref)
-        inputs[ref] = digest
-    workloads = []
-    for i, w in enumerate(_list(spec, "workloads", file)):
-        if is_named_workload(w):
-            workloads.append(w)
-            continue
-        ref, digest = _file_input(w, base)
-        if digest is None:
-            raise ConfigError(f"workloads[{i}]", f"{w!r} is neither a generator, a bundled workload nor a file",
-                              file=file)
-        workloads.append(ref)
-        inputs[ref] = digest
+    def refs(key: str, is_name, what: str, check=None) -> list[str]:
+        """The entries of `key`: names as they are, files as absolute paths (their content
+        hashed into `inputs`)."""
+        out = []
+        for i, ref in enumerate(_list(spec, key, file)):
+            if is_name(ref):
+                out.append(ref)
+                continue
+            path, digest = _file_input(ref, base)
+            if digest is None:
+                raise ConfigError(f"{key}[{i}]", f"{ref!r} is neither {what} nor a file", file=file)
+            if check is not None:
+                try:
+                    check(path)
+                except DlschedError as e:
+                    raise ConfigError(f"{key}[{i}]", str(e), file=file) from None
+            out.append(path)
+            inputs[path] = digest
+        return out
+
+    clusters = refs("clusters", is_preset, "a preset", load_cluster)
+    workloads = refs("workloads", is_named_workload, "a generator, a bundled workload")
     known = REGISTRY.names("profile")
     policies = _list(spec, "policies", file)
     for i, p in enumerate(policies):

@@ -68,13 +68,10 @@ def parse_target(text: str) -> Target:
 
 def cluster_spec(ref: str) -> dict:
     """The spec (node groups) of a preset or a cluster YAML file, to scale a group of."""
-    from dlsched.cluster.topology import PRESETS, _sized, is_preset, load_cluster
+    from dlsched.cluster.topology import is_preset, load_cluster, preset_spec
     from dlsched.core.config import read_yaml
     load_cluster(ref)                      # validates, with the usual errors
-    if is_preset(ref):
-        sized = _sized(ref)
-        return sized[0](sized[1]) if sized else PRESETS[ref]()
-    return read_yaml(ref, "cluster file")
+    return preset_spec(ref) if is_preset(ref) else read_yaml(ref, "cluster file")
 
 
 def scaled(spec: dict, group: int, count: int, name: str):
@@ -93,10 +90,29 @@ class Search:
     lo: int                       # largest size known to miss (or min - 1)
     hi: int                       # smallest size known to meet (or None-like: cap + 1)
     cap: int
+    probe: int = 0                # while the upper end is unknown: the next size to try
+    upper_known: bool = False
     tried: dict[int, dict] = field(default_factory=dict)
 
-    def open(self) -> bool:
-        return self.hi - self.lo > 1 and self.lo < self.cap
+    def active(self) -> bool:
+        return self.hi - self.lo > 1 if self.upper_known else self.lo < self.cap
+
+    def points(self, k: int) -> list[int]:
+        """The sizes to try this round: the probe (doubling), then up to k k-section points."""
+        pts = next_points(self, k) if self.upper_known else [self.probe]
+        return [p for p in pts if p not in self.tried]
+
+    def update(self) -> None:
+        """Narrow (lo, hi) from what was tried; double the probe while it still misses."""
+        if not self.upper_known:
+            p = self.probe
+            if p in self.tried and self.tried[p]["met"]:
+                self.hi, self.upper_known = p, True
+            elif p in self.tried:
+                self.lo, self.probe = p, min(p * 2, self.cap)
+            return
+        self.hi = min([self.hi] + [n for n, t in self.tried.items() if t["met"]])
+        self.lo = max([self.lo] + [n for n, t in self.tried.items() if not t["met"] and n < self.hi])
 
     def answer(self) -> int | None:
         return self.hi if self.hi in self.tried and self.tried[self.hi]["met"] else None
@@ -182,24 +198,21 @@ def run_plan(workload: str, cluster: str, policies: list[str], target: Target, *
                                f"(the largest: {', '.join(map(str, top))})")
         sets = {t: users[t] for t in tenants}
     name = Path(str(cluster)).stem
-    searches = [Search(p, t, lo=min_nodes - 1, hi=cap + 1, cap=cap) for t in sets for p in policies]
-    probe = {id(s): max(min(base, cap), min_nodes) for s in searches}
-    upper_known = {id(s): False for s in searches}
+    start = max(min(base, cap), min_nodes)
+    searches = [Search(p, t, lo=min_nodes - 1, hi=cap + 1, cap=cap, probe=start) for t in sets for p in policies]
     with ray_session(address, workers) as ray:
         task = _task(ray)
         refs = {t: ray.put(js) for t, js in sets.items()}
         cpus = max(int(ray.cluster_resources().get("CPU", 1)), 1)
         rounds = 0
         while True:
-            active = [s for s in searches if (not upper_known[id(s)] and s.lo < s.cap) or
-                      (upper_known[id(s)] and s.hi - s.lo > 1)]
+            active = [s for s in searches if s.active()]
             if not active:
                 break
             k = max(1, cpus // len(active)) if len(active) < cpus else 1
             batch = []
             for s in active:
-                pts = [probe[id(s)]] if not upper_known[id(s)] else next_points(s, k)
-                batch += [(s, p) for p in pts if p not in s.tried]
+                batch += [(s, p) for p in s.points(k)]
             if not batch:
                 break
             clusters: dict[int, object] = {}
@@ -216,18 +229,7 @@ def run_plan(workload: str, cluster: str, policies: list[str], target: Target, *
                     raise DlschedError(f"plan: {s.policy} on {n} nodes failed: {error_line(e)}") from None
                 s.tried[n] = {"metrics": m, "met": target.met(m)}
             for s in active:
-                if not upper_known[id(s)]:
-                    p = probe[id(s)]
-                    if p in s.tried and s.tried[p]["met"]:
-                        s.hi, upper_known[id(s)] = p, True
-                    elif p in s.tried:
-                        s.lo = p
-                        probe[id(s)] = min(p * 2, cap)
-                else:
-                    for n, t in s.tried.items():
-                        if t["met"] and n < s.hi:
-                            s.hi = n
-                    s.lo = max([s.lo] + [n for n, t in s.tried.items() if not t["met"] and n < s.hi])
+                s.update()
             rounds += 1
             if progress:
                 progress(rounds, sum(len(s.tried) for s in searches))
