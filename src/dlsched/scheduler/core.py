@@ -52,6 +52,7 @@ from dlsched.scheduler.backend import capabilities_of, capability_gap
 from dlsched.scheduler.context import _SETTLED, JobRecord, JobState, RoundContext  # noqa: F401 (re-exported)
 from dlsched.scheduler.contain import contained_round
 from dlsched.scheduler.eventlog import LogRecord
+from dlsched.scheduler.fastplace import FastPlacer
 from dlsched.scheduler.profile import Profile, build_profile, overrides as _overrides  # noqa: F401 (re-exported)
 from dlsched.scheduler.transaction import Transaction
 
@@ -82,6 +83,7 @@ class Scheduler:
         self._first_fit = len(profile.scorers) == 1 and bool(profile.scorers[0][0].first_fit)
         self._never_fits = NeverFits(profile.filters)
         self._local_scores = all(sc.node_local for sc, _ in profile.scorers)
+        self._fast = FastPlacer.for_profile(profile) if self._local_scores and not self._first_fit else None
         self._dynamic = bool(profile.order.dynamic)
         # hooks with a body (the declared defaults do nothing: calling them would only cost)
         self._begin = _overrides(profile.order, "begin_round")
@@ -301,13 +303,19 @@ class Scheduler:
             need = np.sum([t.vector for t in todo], axis=0)
             if (need > txn.free.sum(axis=0) + _EPS).any():
                 return Status.unschedulable("gang: its tasks need more than the cluster has free")
-        for task in todo:
-            node, why = self.choose_node(ctx, rec.spec, task, memo)
-            if node is None:
-                status = Status.unschedulable(why)
-                break
-            txn.reserve(rec.job_id, task, node)
-            memo["last"] = node
+        # the same loop compiled, where it applies (scheduler/fastplace.py): the same placements
+        placed = None if self._fast is None else self._fast.place(ctx, rec.job_id, rec.spec, todo)
+        if placed is not None:
+            if placed < len(todo):
+                status = Status.unschedulable(self.choose_node(ctx, rec.spec, todo[placed])[1])
+        else:
+            for task in todo:
+                node, why = self.choose_node(ctx, rec.spec, task, memo)
+                if node is None:
+                    status = Status.unschedulable(why)
+                    break
+                txn.reserve(rec.job_id, task, node)
+                memo["last"] = node
         committed = self.commit(rec, ctx)
         return status if committed.ok and not status.ok else committed
 

@@ -126,6 +126,12 @@ class Transaction:
         if k > 0:
             load_row[:n] = load
 
+    def record(self, job_id: str, tasks, nodes, gpu_ids) -> None:
+        """Reservations whose resources and GPU slots the caller has already taken, task by task
+        as reserve() does (the compiled placement, scheduler/fastplace.py)."""
+        self._tentative.setdefault(job_id, []).extend(
+            (TaskPlacement(t.index, n, ids), t.vector) for t, n, ids in zip(tasks, nodes, gpu_ids))
+
     def _use(self, node: int, gpu_ids, gpus: float, sign: int) -> None:
         if self.gpu_used is not None and gpu_ids:
             self.gpu_used[node, list(gpu_ids)] += sign * gpus / len(gpu_ids)
