@@ -19,6 +19,8 @@ Mapping of plan decisions to Ray
 - Suspend: every rank is asked to stop at the next mini-batch boundary; the gang agrees, rank 0
   checkpoints, the ranks return, workers go back to the pool, the group is removed.
 - Migrate / Resize: Suspend, then Launch on the new placements (any world size).
+Each suspend, resume, migration and resize is timed as it is carried out (`_switched`, seen by
+`on_switch`: the server's metrics, dlsched.runtime.metrics).
 The scheduler's ClusterState is the ledger; Ray's placement groups enforce it on the nodes.
 
 Failures: an error on a rank's `wait` (ActorDiedError / ActorUnavailableError: a dead process or
@@ -155,6 +157,7 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
         self._attaching = False
         self._arrived: list[str] = []           # arrivals handed out by the last poll
         self.latencies: list[float] = []        # event -> decision (s): plan ready, or round over
+        self.on_switch = None                   # sees (kind, seconds) of each switch (_switched)
         self.scheduler = None
         self._kick = False                      # a round is due at the next poll (after recover)
         self.workers.adopt()
@@ -289,10 +292,14 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
             self.latencies.append(time.perf_counter() - self._batch_t0)
             self._batch_t0 = None
         for d in plan.ordered():
+            t0 = time.perf_counter()
             if isinstance(d, Suspend):
+                ran = d.job_id in self.runs
                 self._give_partial(d.job_id)
                 self._stop_run(d.job_id, "suspended")
                 self.store.update_job(d.job_id, state="suspended")
+                if ran:
+                    self._switched("suspend", t0)
             elif isinstance(d, (Launch, Resume)):
                 if self._attaching:
                     continue
@@ -304,14 +311,25 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
                 if len(held) == len(tasks):          # and start the gang once it is whole
                     del self.partial[d.job_id]
                     self._start_run(d.job_id, tuple(held.values()), tasks, taken=True)
+                    if isinstance(d, Resume):
+                        self._switched("resume", t0)
             elif isinstance(d, Migrate):
                 self._stop_run(d.job_id, "migrating")
                 self._start_run(d.job_id, d.placements, self._tasks_of(d.job_id))
+                self._switched("migrate", t0)
             elif isinstance(d, Resize):
                 self._stop_run(d.job_id, "resizing")
                 self._start_run(d.job_id, d.placements, d.tasks)
+                self._switched("resize", t0)
             else:  # pragma: no cover
                 raise TypeError(f"unknown decision {d!r}")
+
+    def _switched(self, kind: str, t0: float) -> None:
+        """A run was suspended, resumed, migrated or resized (`kind`), from perf_counter() `t0`
+        until now: what carrying it out took here (the stop's checkpoint; the start's placement
+        group and ranks; the program's restore follows in its ranks)."""
+        if self.on_switch is not None:
+            self.on_switch(kind, time.perf_counter() - t0)
 
     def _give_partial(self, job_id: str) -> None:
         held = self.partial.pop(job_id, None)

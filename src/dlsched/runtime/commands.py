@@ -54,6 +54,7 @@ class CommandsMixin:
         self._give_partial(job_id)
         if job_id in self.runs:
             self._stop_run(job_id, "suspended by operator")
+            self._switched("suspend", t0)
         self.store.update_job(job_id, state="held", held=1)
         out.append(ev.JobHeld(self._now, job_id, "operator"))
         return {"job_id": job_id, "state": "held", "changed": True, "stop_s": time.perf_counter() - t0}

@@ -21,7 +21,8 @@ server on the same state dir refuses to start and names the holder.
     POST /jobs/{id}/cancel|suspend|resume
     POST /jobs/{id}/migrate           {"nodes": ["n2", "n3"], "workers": 4}  (both optional)
     GET  /nodes                       nodes from Ray: name, rack, GPU type, GPUs, free, tasks per GPU, up
-    GET  /metrics/scheduler           round count, event->decision latencies
+    GET  /metrics                     Prometheus metrics, text exposition format (dlsched.runtime.metrics)
+    GET  /metrics/scheduler           round count, event->decision latencies (JSON)
 """
 
 
@@ -181,7 +182,7 @@ class _TooLarge(Exception):
 
 
 def make_app(server: "Server"):
-    from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+    from fastapi import APIRouter, Depends, FastAPI, HTTPException, Response
     from pydantic import BaseModel
 
     from dlsched.runtime.apidocs import install_docs
@@ -325,6 +326,13 @@ def make_app(server: "Server"):
                  "up": bool(b.state.up[i]), "schedulable": bool(up[i]), "ray_id": n.ray_id,
                  "warm_workers": len(b.pool[i]), "warm_ready": b.warm_ready(i)} for i, n in enumerate(b.nodes)]
 
+    @api.get("/metrics", response_class=Response)
+    def prometheus():
+        """Prometheus metrics in the text exposition format: queue, running jobs, GPUs, job
+        state transitions, switch costs, round and decision latencies (dlsched.runtime.metrics)."""
+        from dlsched.runtime.metrics import CONTENT_TYPE_LATEST
+        return Response(server.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
     @api.get("/metrics/scheduler")
     def metrics():
         lat = list(server.backend.latencies)
@@ -408,6 +416,8 @@ class Server:
         if not self.backend.gpu_slots:
             log.info("GPU sharing is off: %s", self.backend.no_slots_reason())
         self.scheduler.check_backend(self.backend)    # a profile that needs more is refused here
+        from dlsched.runtime.metrics import Metrics
+        self.metrics = Metrics(self.store, self.backend, self.scheduler)   # recovery's changes count
         counts = self.backend.recover(self.scheduler)
         # the typed event log, kept in the store from here on (recovery's replay is not new)
         self.scheduler.sink = self.store.log_record

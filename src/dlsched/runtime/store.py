@@ -3,6 +3,10 @@
 The server writes here as things happen (one connection, serialised by a lock, WAL journal), so a
 server killed with SIGKILL restarts from this file: every job it had accepted is here with its
 state, and the allocations name the rank workers it was running on.
+
+Every change of a job's state goes through `add_job` and `update_job`, whichever thread makes it
+(the API's, the scheduler's, recovery's): `on_state`, when set, sees each state a job enters (the
+server's metrics count them, dlsched.runtime.metrics).
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -43,6 +48,7 @@ class Store:
         self._lock = threading.RLock()
         self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self.db.row_factory = sqlite3.Row
+        self.on_state: Callable[[str], None] | None = None    # sees the state each job enters
         with self._lock:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
@@ -76,13 +82,20 @@ class Store:
                     "VALUES (?,?,?,?,?,?,?)",
                     (job_id, seq, spec["name"], json.dumps(spec), "queued", submit_time, spec["workers"]))
             self.event(job_id, "submitted", spec["name"])
+        if self.on_state is not None:
+            self.on_state("queued")
         return job_id
 
     def update_job(self, job_id: str, **cols) -> None:
         if not cols:
             return
         sets = ", ".join(f"{k}=?" for k in cols)
-        self._x(f"UPDATE jobs SET {sets} WHERE job_id=?", (*cols.values(), job_id))
+        watch = "state" in cols and self.on_state is not None
+        with self._lock:
+            old = self._x("SELECT state FROM jobs WHERE job_id=?", (job_id,)) if watch else None
+            self._x(f"UPDATE jobs SET {sets} WHERE job_id=?", (*cols.values(), job_id))
+        if old and old[0]["state"] != cols["state"]:        # a state entered, not one rewritten
+            self.on_state(cols["state"])
 
     def job(self, job_id: str) -> dict | None:
         r = self._x("SELECT * FROM jobs WHERE job_id=?", (job_id,))
@@ -95,6 +108,10 @@ class Store:
         else:
             rows = self._x("SELECT * FROM jobs ORDER BY seq")
         return [_job(r) for r in rows]
+
+    def state_counts(self) -> dict[str, int]:
+        """How many jobs are in each state (states no job is in are absent)."""
+        return {r["state"]: r["n"] for r in self._x("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")}
 
     # -- allocations -------------------------------------------------------------------------
     def set_allocation(self, job_id: str, ranks: list[dict]) -> None:
