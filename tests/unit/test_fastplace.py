@@ -94,7 +94,6 @@ def test_compiled_transaction_state_equals_numpy(profile):
             sched._fast = None
         for j in jobs:
             sched.handle(JobArrival(0.0, j), backend)
-        from dlsched.scheduler.context import RoundContext  # noqa: F401 (the round builds it)
         from dlsched.scheduler.transaction import Transaction
         txn_seen = []
         orig = Transaction.__init__

@@ -27,7 +27,7 @@ def test_block_equals_one_by_one(gpus, count, preload):
     assert txns[0].reserved("j") == txns[1].reserved("j")
     assert np.array_equal(txns[0].gpu_load, txns[1].gpu_load)
     assert np.allclose(txns[0].free, txns[1].free)
-    assert np.allclose(txns[0].gpu_used, txns[1].gpu_used)
+    assert np.array_equal(txns[0].gpu_used, txns[1].gpu_used)
 
 
 def test_a_fraction_of_a_gpu_never_goes_onto_a_gpu_a_whole_task_holds():

@@ -98,33 +98,44 @@ class Transaction:
         load_row = self.gpu_load[node]
         n = self.snap.cluster.nodes[node].gpus
         load = load_row[:n].tolist() if k > 0 else []
+        # what each task adds to the GPUs' held fraction, added in Python floats one task at a
+        # time (the same sums as _use's per-task numpy adds) and written back once
+        used = self.gpu_used[node, :n].tolist() if self.gpu_used is not None and k > 0 else None
         out = self._tentative.setdefault(job_id, [])
         out_tp = out.append
         if k == 1 and load and min(load) == max(load):
             # Equal loads (a node with nothing on it): the least-loaded slot, lowest index first,
             # is slot i mod n for the i-th task.
             n_slots = len(load)
+            share = float(demand[GPU])          # one slot per task
             for i, t in enumerate(tasks):
                 out_tp((TaskPlacement(t.index, node, (i % n_slots,)), demand))
-                self._use(node, (i % n_slots,), demand[GPU], 1)
+                if used is not None:
+                    used[i % n_slots] += share
             base, extra = divmod(len(tasks), n_slots)
             load_row[:n] = [x + base + (1 if i < extra else 0) for i, x in enumerate(load)]
-            return
-        slots = range(len(load))
-        for t in tasks:
-            if k == 1:
-                g = load.index(min(load))
-                ids = (g,)
-            elif k > 1:
-                ids = tuple(sorted(slots, key=lambda i: (load[i], i))[:k])   # as pick_gpus
-            else:
-                ids = ()
-            for g in ids:
-                load[g] += 1
-            self._use(node, ids, demand[GPU], 1)
-            out.append((TaskPlacement(t.index, node, ids), demand))
-        if k > 0:
-            load_row[:n] = load
+        elif k == 0:
+            out.extend([(TaskPlacement(t.index, node, ()), demand) for t in tasks])
+        else:
+            slots = range(len(load))
+            for t in tasks:
+                if k == 1:
+                    ids = (load.index(min(load)),)
+                elif k > 1:
+                    ids = tuple(sorted(slots, key=lambda i: (load[i], i))[:k])   # as pick_gpus
+                else:
+                    ids = ()
+                for g in ids:
+                    load[g] += 1
+                if used is not None and ids:
+                    share = demand[GPU] / len(ids)
+                    for g in ids:
+                        used[g] += share
+                out_tp((TaskPlacement(t.index, node, ids), demand))
+            if k > 0:
+                load_row[:n] = load
+        if used is not None:
+            self.gpu_used[node, :n] = used
 
     def record(self, job_id: str, tasks, nodes, gpu_ids) -> None:
         """Reservations whose resources and GPU slots the caller has already taken, task by task

@@ -67,11 +67,24 @@ class _GpuPool:
             if c < min_gpus:
                 break
             for n in self.buckets[c]:
-                if all(free[n, r] + _EPS >= demand[r] for r in dims):
+                row = free[n]
+                for r in dims:
+                    if row[r] + _EPS < demand[r]:
+                        break
+                else:
                     out.append(n)
                     if len(out) == m:
                         return out
         return out
+
+
+def _holds(free: list, a: int, wd: list, b: int, pd: list) -> bool:
+    """free + eps >= a * wd + b * pd on every resource (Python floats: the same IEEE sums as the
+    numpy expression, without its per-call cost)."""
+    for f, w, p in zip(free, wd, pd):
+        if not f + _EPS >= a * w + b * p:
+            return False
+    return True
 
 
 @register("place", "optimus_place",
@@ -165,6 +178,7 @@ class OptimusPlace(Place):
         free = txn.free
         wd = workers[0].vector
         pd = ps[0].vector
+        wl, pl = wd.tolist(), pd.tolist()
         nw, npp = len(workers), len(ps)
         low = np.minimum(wd, pd)
         top = pool.top(nw + npp, low, tuple(np.flatnonzero(low > _EPS).tolist()), 0)
@@ -177,7 +191,7 @@ class OptimusPlace(Place):
             nodes = top[:k]
             aw = [nw // k + (i < nw % k) for i in range(k)]
             ap = [npp // k + (i < npp % k) for i in range(k)]
-            if all(np.all(free[n] + _EPS >= a * wd + b * pd) for n, a, b in zip(nodes, aw, ap)):
+            if all(_holds(free[n].tolist(), a, wl, b, pl) for n, a, b in zip(nodes, aw, ap)):
                 wi = pi = 0
                 for n, a, b in zip(nodes, aw, ap):
                     txn.reserve_block(job_id, workers[wi:wi + a], n)

@@ -42,6 +42,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable
 
 from dlsched.core.types import Role, TaskSpec
@@ -60,11 +61,16 @@ def job_tasks(spec, workers: int, ps: int) -> tuple[TaskSpec, ...]:
     its own first worker and first PS; workers first, as the workload schema builds them)."""
     w0 = next(t for t in spec.tasks if t.role is Role.WORKER)
     p0 = next((t for t in spec.tasks if t.role is Role.PS), None)
-    tasks = [TaskSpec(i, Role.WORKER, w0.demand) for i in range(workers)]
-    if ps:
-        if p0 is None:
-            raise ValueError(f"job {spec.job_id} has no parameter server to copy")
-        tasks += [TaskSpec(workers + j, Role.PS, p0.demand) for j in range(ps)]
+    if ps and p0 is None:
+        raise ValueError(f"job {spec.job_id} has no parameter server to copy")
+    return _task_list(w0.demand, None if p0 is None else p0.demand, workers, ps)
+
+
+@lru_cache(maxsize=8192)
+def _task_list(wd: tuple, pd: tuple | None, workers: int, ps: int) -> tuple[TaskSpec, ...]:
+    """The task list of a shape (TaskSpecs are immutable, so jobs of one shape share one)."""
+    tasks = [TaskSpec(i, Role.WORKER, wd) for i in range(workers)]
+    tasks += [TaskSpec(workers + j, Role.PS, pd) for j in range(ps)]
     return tuple(tasks)
 
 
@@ -99,7 +105,10 @@ def greedy_allocate(jobs: list[AllocJob], left: list[float]) -> dict[str, list[i
     all_dims = tuple(range(nres))
 
     def fits(v, dims) -> bool:
-        return all(v[i] <= left[i] + _EPS for i in dims)
+        for i in dims:
+            if v[i] > left[i] + _EPS:
+                return False
+        return True
 
     def take(v, dims) -> None:
         for i in dims:
@@ -130,25 +139,27 @@ def greedy_allocate(jobs: list[AllocJob], left: list[float]) -> dict[str, list[i
     heap: list = []
     heappush = list.append                     # the first pushes: one heapify after them
 
-    def push(jid: str) -> None:
-        job = elastic[jid][0]
-        w, p = alloc[jid]
-        t0 = job.time(w, p)
+    def push(jid: str, job: AllocJob, w: int, p: int, t0: float) -> None:
+        # t0 = time(w, p); each entry carries the time after its step, the next push's t0
         if w < job.cap:
-            g = (t0 - job.time(w + 1, p)) * job.kw
+            t1 = job.time(w + 1, p)
+            g = (t0 - t1) * job.kw
             if g > 0:
-                heappush(heap, (-g, jid, 0, w, p))
+                heappush(heap, (-g, jid, 0, w, p, t1))
         if job.ps is not None and p < w:       # never more PS than workers
-            g = (t0 - job.time(w, p + 1)) * job.kp
+            t1 = job.time(w, p + 1)
+            g = (t0 - t1) * job.kp
             if g > 0:
-                heappush(heap, (-g, jid, 1, w, p))
+                heappush(heap, (-g, jid, 1, w, p, t1))
 
-    for jid in elastic:
-        push(jid)
+    for jid, (job, _, _) in elastic.items():
+        w, p = alloc[jid]
+        push(jid, job, w, p, job.time(w, p))
     heapq.heapify(heap)
     heappush = heapq.heappush
+    heappop = heapq.heappop
     while heap:
-        _, jid, role, w, p = heapq.heappop(heap)
+        _, jid, role, w, p, t1 = heappop(heap)
         a = alloc[jid]
         if a[0] != w or a[1] != p:
             continue                           # stale: the job's gains were recomputed
@@ -158,7 +169,7 @@ def greedy_allocate(jobs: list[AllocJob], left: list[float]) -> dict[str, list[i
             continue                           # does not fit any more (resources only shrink)
         a[role] += 1
         take(v, dims)
-        push(jid)
+        push(jid, job, a[0], a[1], t1)
     return alloc
 
 
