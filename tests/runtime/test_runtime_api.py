@@ -109,3 +109,39 @@ def test_gang_runs_jobs_to_completion(runtime):
         assert len(s.get(f"/jobs/{j}/stats")) == 30
     jb = s.get(f"/jobs/{big}")
     assert jb["state"] == "rejected" and jb["attempts"] == 0 and "whole cluster" in jb["error"]
+
+
+def test_waiting_jobs_say_why_and_where(runtime):
+    """"Why pending?": GET /jobs and `dlsched jobs` give each waiting job its place in the
+    policy's order and the placement's reason (strict FIFO: the head does not fit, the rest are
+    behind it)."""
+    s = runtime.server
+    if s.policy != "fifo":
+        s = runtime.restart("fifo")
+    free = int(_free(s))
+    long = digits_spec(iterations=100000, args={"hidden": 32, "lr": 0.1, "seed": 0, "delay_s": 0.05},
+                       workers=free, gpus_per_worker=1)
+    big = s.submit(long)
+    s.wait_state(big, "running", timeout=120)
+    head = s.submit(digits_spec(workers=1, gpus_per_worker=2))
+    tail = s.submit(digits_spec(workers=1, gpus_per_worker=1))
+    try:
+        def explained(j):
+            return j["waiting_reason"] not in ("", "arrived after the last round", "waiting for the next round")
+        rows = {}
+        for _ in range(100):
+            rows = {j["job_id"]: j for j in s.get("/jobs")}
+            if explained(rows[head]) and explained(rows[tail]):
+                break
+            import time
+            time.sleep(0.2)
+        assert rows[big]["queue_position"] is None and rows[big]["waiting_reason"] == ""
+        assert rows[head]["queue_position"] == 1 and rows[tail]["queue_position"] == 2
+        assert "needs 2 GPUs on one node; the largest free block is 0" in rows[head]["waiting_reason"]
+        assert rows[tail]["waiting_reason"] == f"behind {head} (in order: nothing starts before it)"
+        out = s.cli("jobs").stdout
+        assert "#1: " in out and f"#2: behind {head}" in out
+    finally:
+        for j in (big, head, tail):
+            s.post(f"/jobs/{j}/cancel")
+    s.wait_state(big, "cancelled", timeout=60)

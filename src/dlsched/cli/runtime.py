@@ -270,6 +270,9 @@ def register(app: typer.Typer) -> None:
         for r in rows:
             tot = r["total_steps"]
             r["progress"] = f"{r['step']}/{tot}" if tot else f"{r['step']} ({r['epochs']} epochs)"
+            # a waiting job: its place in the policy's order and why it waits ("why pending?")
+            if r.get("queue_position"):
+                r["reason"] = f"#{r['queue_position']}: {r['waiting_reason']}"
         _table(rows, ["job_id", "name", "state", "progress", "workers", "ps", "attempts", "reason"], "jobs")
 
     @app.command("nodes")

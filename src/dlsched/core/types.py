@@ -21,6 +21,13 @@ import numpy as np
 RESOURCES: tuple[str, ...] = ("gpu", "cpu", "mem", "disk", "net")
 NRES = len(RESOURCES)
 GPU, CPU, MEM, DISK, NET = range(NRES)
+_UNITS = (("GPU", "GPUs"), ("CPU", "CPUs"), ("GB of memory",) * 2, ("MB/s of disk",) * 2, ("Gbps of network",) * 2)
+
+
+def amount(r: int, x: float, gpu_type: str | None = None) -> str:
+    """An amount of resource r in the user's terms: "1 GPU", "8 V100 GPUs", "16 GB of memory"."""
+    unit = _UNITS[r][0 if abs(x - 1) < 1e-9 else 1]
+    return f"{x:g} {gpu_type + ' ' if gpu_type and r == GPU else ''}{unit}"
 
 
 @dataclass(frozen=True, slots=True)

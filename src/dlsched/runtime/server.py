@@ -225,7 +225,8 @@ def make_app(server: "Server"):
 
     @api.get("/jobs")
     def jobs():
-        return [_summary(j) for j in server.store.jobs()]
+        waiting = server.waiting()
+        return [{**_summary(j), **waiting.get(j["job_id"], _NOT_WAITING)} for j in server.store.jobs()]
 
     @api.post("/jobs", status_code=201)
     def submit(body: Submit):
@@ -344,6 +345,9 @@ def make_app(server: "Server"):
     return app
 
 
+_NOT_WAITING = {"queue_position": None, "waiting_reason": ""}
+
+
 def _summary(j: dict) -> dict:
     s = j["spec"]
     total = s.get("iterations")
@@ -455,6 +459,24 @@ class Server:
             raise DlschedError(f"cannot listen on {self.host}:{self.port}: {e.strerror}") from None
         sock.listen(128)
         return sock
+
+    def waiting(self) -> dict[str, dict]:
+        """Each waiting job's place in the last round's order (1-based) and why it waits, from
+        the scheduler ("why pending?"; read from an API thread: a consistent copy of two fields
+        the scheduler thread replaces, never edits in place)."""
+        sched = self.scheduler
+        out, pos = {}, 0
+        for jid in sched.queue_order:
+            rec = sched.jobs.get(jid)
+            if rec is None or not rec.queued:
+                continue
+            pos += 1
+            out[jid] = {"queue_position": pos, "waiting_reason": rec.why or "waiting for the next round"}
+        for rec in list(sched.queue):            # arrived since the last round: last, in arrival order
+            if rec.job_id not in out:
+                pos += 1
+                out[rec.job_id] = {"queue_position": pos, "waiting_reason": "arrived after the last round"}
+        return out
 
     def serve(self, sock=None) -> None:
         import uvicorn

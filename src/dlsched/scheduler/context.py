@@ -48,6 +48,7 @@ class JobRecord:
     reject_reason: str = ""
     key: tuple = ()
     queued: bool = False             # in Scheduler.queue (kept by _enqueue / _remove_from_queue)
+    why: str = ""                    # why the last round left it waiting (the framework's, as key)
 
     @property
     def job_id(self) -> str:

@@ -45,7 +45,7 @@ import numpy as np
 
 from dlsched.cluster.state import Snapshot
 from dlsched.core.errors import DlschedError
-from dlsched.core.types import JobSpec, Launch, Plan, Resume, Status, TaskSpec
+from dlsched.core.types import JobSpec, Launch, Plan, Resume, Status, TaskSpec, amount
 from dlsched.scheduler import events as ev
 from dlsched.scheduler.admission import NeverFits
 from dlsched.scheduler.backend import capabilities_of, capability_gap
@@ -108,6 +108,8 @@ class Scheduler:
         self.rounds_skipped = 0
         self._stats: Callable[[str], dict] | None = None
         self.round_errors: list[tuple[float, str | None, str]] = []   # (time, job or None, error)
+        self.queue_order: tuple[str, ...] = ()    # the last round's queue, in the policy's order
+        self._tried: set[str] = set()             # jobs the round's queue loop tried (_explain)
 
     def _log(self, *fields, **kw) -> None:
         # tuple.__new__ with the defaults padded: LogRecord's own __new__ costs twice as much,
@@ -270,6 +272,7 @@ class Scheduler:
             action.before_place(ctx)
         for placer in self.profile.placers:
             placer.place(ctx)
+        head = None                                # the job a blocking profile stopped at
         if self._dynamic:
             # Re-pick the smallest key after every placement (progressive filling).
             key = self.profile.order.key
@@ -277,19 +280,48 @@ class Scheduler:
             while pending:
                 rec = min(pending, key=lambda r: (*key(r, ctx), r.submit_time_s, r.job_id))
                 pending.remove(rec)
-                if not self.place(rec, ctx).ok and self.profile.blocking:
+                if not self._try(rec, ctx) and self.profile.blocking:
+                    head = rec
                     break
         else:
             for rec in queue:
                 if rec.job_id in txn.decided:
                     continue
-                if not self.place(rec, ctx).ok and self.profile.blocking:
+                if not self._try(rec, ctx) and self.profile.blocking:
+                    head = rec
                     break
         for action in self._post_actions:
             action.act(ctx)
+        self._explain(queue, txn, head)
         self._last_round = (snap.now, _time.perf_counter() - t0, len(queue))
         self.rounds.append(self._last_round)
         return txn.plan
+
+    def _try(self, rec: JobRecord, ctx: RoundContext) -> bool:
+        """Place one job of the queue loop; keep the reason it failed for `_explain`."""
+        st = self.place(rec, ctx)
+        self._tried.add(rec.job_id)
+        if not st.ok:
+            rec.why = "; ".join(st.reasons) or "does not fit"
+        return st.ok
+
+    def _explain(self, queue: list[JobRecord], txn, head: JobRecord | None) -> None:
+        """Each waiting job's position (the round's order, `queue_order`) and why it still waits
+        ("why pending?": GET /jobs and `dlsched jobs`): the placement's reason for a job the
+        queue loop tried; behind the job a blocking profile stopped at, for one it did not reach;
+        otherwise the policy's allocation or placer left it out. A job decided has no reason."""
+        self.queue_order = tuple(r.job_id for r in queue)
+        behind = None if head is None else f"behind {head.job_id} (in order: nothing starts before it)"
+        for rec in queue:
+            if rec.job_id in txn.decided:
+                rec.why = ""
+            elif rec.job_id in self._tried:
+                pass
+            elif behind is not None:
+                rec.why = behind
+            else:
+                rec.why = "left out by the policy this round (its allocation or time slices)"
+        self._tried.clear()
 
     def place(self, rec: JobRecord, ctx: RoundContext) -> Status:
         """Place the job's unplaced tasks one at a time, then commit (gang: all or nothing)."""
@@ -301,8 +333,11 @@ class Scheduler:
             # All or nothing: a gang whose total demand exceeds the cluster's free total cannot
             # be placed; say so without trying its tasks one by one.
             need = np.sum([t.vector for t in todo], axis=0)
-            if (need > txn.free.sum(axis=0) + _EPS).any():
-                return Status.unschedulable("gang: its tasks need more than the cluster has free")
+            have = txn.free[ctx.snap.up].sum(axis=0)
+            short = np.flatnonzero(need > have + _EPS)
+            if len(short):
+                r = int(short[0])
+                return Status.unschedulable(f"gang: needs {amount(r, need[r])} in all; {max(have[r], 0.0):g} free")
         # the same loop compiled, where it applies (scheduler/fastplace.py): the same placements
         placed = None if self._fast is None else self._fast.place(ctx, rec.job_id, rec.spec, todo)
         if placed is not None:
@@ -317,7 +352,10 @@ class Scheduler:
                 txn.reserve(rec.job_id, task, node)
                 memo["last"] = node
         committed = self.commit(rec, ctx)
-        return status if committed.ok and not status.ok else committed
+        if committed.ok:
+            return status
+        # how far it got (the commit's "gang: 3 of 4 tasks fit"), then why the next did not fit
+        return Status.unschedulable(*committed.reasons, *status.reasons) if not status.ok else committed
 
     def commit(self, rec: JobRecord, ctx: RoundContext, *, gang: bool | None = None) -> Status:
         """Commit what the round reserved for this job (gang: the profile's, unless given)."""

@@ -1,0 +1,57 @@
+""""Why pending?": after a round each waiting job has its place in the policy's order
+(Scheduler.queue_order) and a reason in the user's terms (JobRecord.why), from the filters'
+reasons, the gang commit, and the blocking order."""
+import pytest
+
+import dlsched.policies  # noqa: F401
+from dlsched.cluster import load_cluster
+from dlsched.scheduler.core import Scheduler, build_profile
+from dlsched.scheduler.events import JobArrival
+from dlsched.sim.backend import SimBackend
+from dlsched.workload.schema import job_from_row
+
+# seed002: 2 nodes of 4 GPUs and 2 of 2 GPUs. j0..j2 take 10 of the 12 GPUs (one 2-GPU block left).
+JOBS = [dict(workers=1, gpus_per_worker=4), dict(workers=1, gpus_per_worker=4), dict(workers=1, gpus_per_worker=2),
+        dict(workers=1, gpus_per_worker=4),                        # j3: no 4-GPU block left
+        dict(workers=3, gpus_per_worker=2),                        # j4: a gang of 6 GPUs, 2 free
+        dict(workers=1, gpus_per_worker=1, gpu_type="K80"),        # j5: no K80 in the cluster
+        dict(workers=1, gpus_per_worker=1)]                        # j6: fits
+
+
+def waiting(profile: str) -> tuple[list, dict]:
+    b = SimBackend(load_cluster("seed002"), [])
+    s = Scheduler(build_profile(profile))
+    for i, kw in enumerate(JOBS):
+        s.handle(JobArrival(0.0, job_from_row(dict(job_id=f"j{i}", submit_time_s=0, duration_s=100, **kw))), b)
+    plan = s.round(b.snapshot())
+    placed = {d.job_id for d in plan.decisions}
+    return sorted(placed), {j: s.jobs[j].why for j in s.queue_order if j not in placed}
+
+
+def test_strict_fifo_names_the_head_and_the_jobs_behind_it():
+    placed, why = waiting("fifo")
+    assert placed == ["j0", "j1", "j2"]
+    assert why["j3"].endswith("needs 4 GPUs on one node; the largest free block is 2")
+    for j in ("j4", "j5", "j6"):
+        assert why[j] == "behind j3 (in order: nothing starts before it)"
+
+
+@pytest.mark.parametrize("profile", ["fifo-backfill", "volcano-gang", "tiresias"])
+def test_gang_profiles_say_how_far_each_job_got(profile):
+    placed, why = waiting(profile)
+    assert "j6" in placed
+    assert why["j3"] == "gang: 0 of 1 tasks fit; needs 4 GPUs on one node; the largest free block is 2"
+    assert why["j4"] == "gang: needs 6 GPUs in all; 2 free"
+    assert why["j5"] == "gang: 0 of 1 tasks fit; no K80 node is up"
+
+
+def test_a_decided_job_has_no_reason_and_positions_follow_the_order():
+    b = SimBackend(load_cluster("seed002"), [])
+    s = Scheduler(build_profile("sjf"))
+    for i, d in enumerate([300, 100, 200]):
+        s.handle(JobArrival(0.0, job_from_row(dict(job_id=f"k{i}", submit_time_s=0, duration_s=d, workers=1,
+                                                       gpus_per_worker=4))), b)
+    s.round(b.snapshot())
+    assert s.queue_order == ("k1", "k2", "k0")          # shortest first
+    assert [s.jobs[j].why for j in s.queue_order] == \
+        ["", "", "gang: 0 of 1 tasks fit; needs 4 GPUs on one node; the largest free block is 2"]
