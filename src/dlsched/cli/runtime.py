@@ -266,14 +266,85 @@ def register(app: typer.Typer) -> None:
     def jobs(state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
              url: Optional[str] = typer.Option(None)):
         """List jobs."""
-        rows = Client(state_dir, url).get("/jobs")
+        client = Client(state_dir, url)
+        rows = client.get("/jobs")
         for r in rows:
             tot = r["total_steps"]
             r["progress"] = f"{r['step']}/{tot}" if tot else f"{r['step']} ({r['epochs']} epochs)"
             # a waiting job: its place in the policy's order and why it waits ("why pending?")
             if r.get("queue_position"):
                 r["reason"] = f"#{r['queue_position']}: {r['waiting_reason']}"
-        _table(rows, ["job_id", "name", "state", "progress", "workers", "ps", "attempts", "reason"], "jobs")
+        cols = ["job_id", "name", "state", "progress", "workers", "ps", "attempts", "reason"]
+        if any(r.get("queue_position") for r in rows):
+            # the current policy's predicted start of each waiting job (simulated from the live
+            # state: GET /whatif); the listing stands without it where the simulation fails
+            try:
+                pred = next(iter(client.get("/whatif")["policies"].values()))["jobs"]
+            except DlschedError as e:
+                pred = {}
+                typer.echo(f"(no predicted starts: {e})", err=True)
+            for r in rows:
+                j = pred.get(r["job_id"]) if r.get("queue_position") else None
+                r["predicted_start"] = _clock(j["start_time"]) if j and j["start_time"] is not None else ""
+            cols.insert(4, "predicted_start")
+        _table(rows, cols, "jobs")
+
+    @app.command("whatif")
+    def whatif(policies: Optional[str] = typer.Option(None, "--policies", "-p",
+                                                     help="comma-separated policies (default: the server's)"),
+               horizon: str = typer.Option("6h", help="utilisation window: 90s, 30m, 6h, 2d"),
+               state: Optional[Path] = typer.Option(None, "--state",
+                                                    help="a dlsched-state file instead of the live server"),
+               save_state: Optional[Path] = typer.Option(None, help="also write the live state document here"),
+               as_json: bool = typer.Option(False, "--json", help="the whole answer as JSON"),
+               state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
+               url: Optional[str] = typer.Option(None)):
+        """What if: simulate each policy from the cluster's state now (or a state file): mean
+        wait, mean JCT, utilisation, and each waiting job's predicted start and finish."""
+        from dlsched.runtime.server import parse_duration
+        try:
+            h = parse_duration(horizon)
+        except ValueError as e:
+            raise DlschedError(f"--horizon: {e}") from None
+        names = [p.strip() for p in (policies or "").split(",") if p.strip()]
+        if state is not None:
+            from dlsched.runtime.whatif import predict
+            from dlsched.sim.midflight import load_state
+            import yaml
+            load_state(state)                        # errors name the file and the field
+            doc = yaml.safe_load(state.read_text())
+            names = names or [doc.get("policy") or "fifo"]
+            _check_policies(names)
+            ans = predict(doc, names, h, runtime=False)
+        else:
+            client = Client(state_dir, url)
+            if save_state is not None:
+                from dlsched.runtime.cluster import write_private
+                write_private(save_state, json.dumps(client.get("/state"), indent=1))
+            params = {"horizon": horizon}
+            if names:
+                params["policies"] = ",".join(names)
+            ans = client.get("/whatif", params=params)
+        if as_json:
+            typer.echo(json.dumps(ans, indent=1))
+            return
+        _whatif_tables(ans)
+
+    @app.command("export")
+    def export(out: Path = typer.Option(..., "--out", "-o", help="workload file: .csv, .parquet or .jsonl (.gz)"),
+               state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
+               url: Optional[str] = typer.Option(None)):
+        """The live history as a workload in the common schema (replay it under any policy with
+        `dlsched simulate -w FILE`): each job's arrival and its measured run time."""
+        from dlsched.workload.io import save_kind, save_workload
+        from dlsched.workload.schema import job_from_row
+        save_kind(out)                               # an unknown extension: one line, before asking
+        ans = Client(state_dir, url).get("/export")
+        jobs = [job_from_row(r) for r in ans["jobs"]]
+        if not jobs:
+            raise DlschedError("no job has run yet: nothing to export")
+        save_workload(jobs, out)
+        typer.echo(f"{len(jobs)} jobs written to {out} ({ans['skipped']} not written: never ran a step)")
 
     @app.command("nodes")
     def nodes(state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
@@ -449,3 +520,60 @@ def _stop_pids(sd: Path) -> list[str]:
     for f in ("up.json", "server.json", "cluster.json"):
         (sd / f).unlink(missing_ok=True)
     return stopped
+
+
+def _clock(t: float) -> str:
+    """A UNIX time as a local clock time, with how far from now ("14:05:09 (in 3m 20s)")."""
+    d = t - time.time()
+    span = abs(d)
+    rel = f"{span:.0f}s" if span < 60 else f"{span // 60:.0f}m {span % 60:02.0f}s" if span < 3600 else \
+        f"{span // 3600:.0f}h {span % 3600 // 60:02.0f}m"
+    return f"{time.strftime('%H:%M:%S', time.localtime(t))} ({'in ' + rel if d >= 0 else rel + ' ago'})"
+
+
+def _check_policies(names: list[str]) -> None:
+    import dlsched.policies  # noqa: F401 (registers them)
+    from dlsched.scheduler.framework import REGISTRY
+    bad = [p for p in names if p not in REGISTRY.names("profile")]
+    if bad:
+        raise DlschedError(f"--policies: unknown policy {bad[0]!r} (see dlsched policies)")
+
+
+def _whatif_tables(ans: dict) -> None:
+    from rich.table import Table
+    con = _console()
+    if not any(p["jobs"] for p in ans["policies"].values()):
+        con.print("no job is running or waiting: nothing to simulate")
+        return
+    t = Table(title=f"what if (from now, utilisation over {ans['horizon_s'] / 3600:g} h)")
+    for c in ("policy", "mean wait", "mean JCT", "utilisation", "last job done"):
+        t.add_column(c)
+    for name, p in ans["policies"].items():
+        t.add_row(name, _span(p["mean_wait_s"]), _span(p["mean_jct_s"]), f"{p['utilisation']:.1%}",
+                  _span(p["makespan_s"], "in "))
+    con.print(t)
+    pols = list(ans["policies"])
+    first = ans["policies"][pols[0]]["jobs"]
+    waiting = sorted((j for j, v in first.items() if v["start_s"] is None or v["start_s"] >= 0),
+                     key=lambda j: (first[j]["submit_s"], j))
+    if not waiting:
+        return
+    t = Table(title="waiting jobs: predicted start / finish (from now)")
+    t.add_column("job")
+    for name in pols:
+        t.add_column(name)
+    for j in waiting:
+        t.add_row(j + (" *" if first[j].get("estimated") else ""),
+                  *[f"{_span(ans['policies'][p]['jobs'][j]['start_s'], 'in ')} / "
+                    f"{_span(ans['policies'][p]['jobs'][j]['finish_s'], 'in ')}" for p in pols])
+    con.print(t)
+    if any(first[j].get("estimated") for j in waiting):
+        con.print("* run time estimated: its model's step time was never measured here")
+
+
+def _span(s, prefix: str = "") -> str:
+    if s is None:
+        return "-"
+    s = float(s)
+    txt = f"{s:.0f}s" if s < 60 else f"{s / 60:.1f}m" if s < 3600 else f"{s / 3600:.2f}h"
+    return prefix + txt

@@ -21,6 +21,12 @@ from dlsched.scheduler import events as ev
 
 
 class CommandsMixin:
+    def _op_state(self, job_id: str, out: list) -> dict:
+        """The live state as a simulator state document (dlsched.runtime.whatif): read here, on
+        the scheduler thread, so the records, the ledger and the store agree."""
+        from dlsched.runtime.whatif import live_state
+        return live_state(self)
+
     def _rec(self, job_id: str):
         rec = self.scheduler.jobs.get(job_id) if self.scheduler else None
         if rec is None:

@@ -21,6 +21,9 @@ server on the same state dir refuses to start and names the holder.
     POST /jobs/{id}/cancel|suspend|resume
     POST /jobs/{id}/migrate           {"nodes": ["n2", "n3"], "workers": 4}  (both optional)
     GET  /nodes                       nodes from Ray: name, rack, GPU type, GPUs, free, tasks per GPU, up
+    GET  /state                       the live cluster as a simulator state document (dlsched.sim.midflight)
+    GET  /whatif?policies=a,b&horizon=6h   each policy simulated from the live state: predicted starts
+    GET  /export                      the history as a workload in the common schema (measured run times)
     GET  /metrics                     Prometheus metrics, text exposition format (dlsched.runtime.metrics)
     GET  /metrics/scheduler           round count, event->decision latencies (JSON)
 """
@@ -327,6 +330,38 @@ def make_app(server: "Server"):
                  "up": bool(b.state.up[i]), "schedulable": bool(up[i]), "ray_id": n.ray_id,
                  "warm_workers": len(b.pool[i]), "warm_ready": b.warm_ready(i)} for i, n in enumerate(b.nodes)]
 
+    @api.get("/state")
+    def state():
+        """The live cluster as a simulator state document ("dlsched-state", dlsched.sim.midflight):
+        nodes, running jobs with placement and steps left, waiting jobs, measured speeds."""
+        return server.backend.command("state", "")
+
+    @api.get("/export")
+    def export():
+        """The history as a workload in the common schema: arrivals and measured run times."""
+        from dlsched.runtime.whatif import history
+        return history(server.store)
+
+    @api.get("/whatif")
+    def whatif(policies: str = "", horizon: str = "6h"):
+        """Each policy simulated from the live state: mean wait, mean JCT, utilisation over the
+        horizon, and each job's predicted start and finish (default: the server's policy)."""
+        from dlsched.runtime.whatif import MAX_HORIZON_S, MAX_POLICIES, predict
+        from dlsched.scheduler.framework import REGISTRY
+        names = [p.strip() for p in policies.split(",") if p.strip()] or [server.scheduler.profile.name]
+        if len(names) > MAX_POLICIES:
+            raise HTTPException(422, f"policies: at most {MAX_POLICIES}")
+        unknown = [p for p in names if p not in REGISTRY.names("profile")]
+        if unknown:
+            raise HTTPException(422, f"policies: unknown policy {unknown[0]!r} (see dlsched policies)")
+        try:
+            h = parse_duration(horizon)
+        except ValueError as e:
+            raise HTTPException(422, f"horizon: {e}")
+        if not 0 < h <= MAX_HORIZON_S:
+            raise HTTPException(422, f"horizon: must be > 0 and at most {MAX_HORIZON_S / 86400:g} days")
+        return predict(server.backend.command("state", ""), names, h)
+
     @api.get("/metrics", response_class=Response)
     def prometheus():
         """Prometheus metrics in the text exposition format: queue, running jobs, GPUs, job
@@ -346,6 +381,20 @@ def make_app(server: "Server"):
 
 
 _NOT_WAITING = {"queue_position": None, "waiting_reason": ""}
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of "90", "90s", "30m", "6h", "2d"."""
+    t = str(text).strip().lower()
+    unit = _UNITS.get(t[-1:], None)
+    try:
+        v = float(t[:-1] if unit else t) * (unit or 1.0)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a duration (e.g. 90s, 30m, 6h, 2d)") from None
+    if v != v or v in (float("inf"), float("-inf")):
+        raise ValueError(f"{text!r} is not a duration (e.g. 90s, 30m, 6h, 2d)")
+    return v
 
 
 def _summary(j: dict) -> dict:
