@@ -311,7 +311,8 @@ def experiment_cmd(
     report = write_outputs(res, out, _provenance(list(range(n)), experiment=(name, True)))
     from rich.table import Table
     con = _console()
-    show = [k for k in ("mean_jct_s", "makespan_s", "mean_wait_s", "nic_bytes", "gpu_util", "sched_time_s")
+    show = [k for k in ("mean_jct_s", "makespan_s", "mean_wait_s", "nic_bytes", "gpu_util", "sched_time_s",
+                        "mean_gpus_requested", "mean_gpus_held", "gpu_h_held")
             if k in res.rows[0]]
     t = Table(title=f"{res.title}: mean ± std over {res.rows[0]['seeds']} seeds")
     for col in (["group"] if any(r["group"] for r in res.rows) else []) + ["policy"] + show:
@@ -322,7 +323,8 @@ def experiment_cmd(
             m, sd = r.get(k, float("nan")), r.get(f"{k}_std", float("nan"))
             scale = 1e9 if k == "nic_bytes" else 1.0
             unit = " GB" if k == "nic_bytes" else ""
-            cells.append(f"{m / scale:,.2f} ± {sd / scale:,.2f}{unit}" if k in ("gpu_util", "sched_time_s")
+            cells.append(f"{m / scale:,.2f} ± {sd / scale:,.2f}{unit}"
+                         if k in ("gpu_util", "sched_time_s", "mean_gpus_requested", "mean_gpus_held")
                          else f"{m / scale:,.0f} ± {sd / scale:,.0f}{unit}")
         t.add_row(*cells)
     con.print(t)
@@ -396,6 +398,10 @@ _runtime.register(app)
 from dlsched.cli import scale as _scale  # noqa: E402  (sweep and plan on Ray)
 
 _scale.register(app)
+
+from dlsched.cli import estimator as _estimator  # noqa: E402  (Liquid's requirement estimator)
+
+_estimator.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,8 @@ from dlsched.policies.order import drf  # noqa: F401
 from dlsched.policies.actions import gandiva_place  # noqa: F401
 from dlsched.policies.actions import gandiva_timeslice, gandiva_pack, gandiva_migrate, gandiva_grow  # noqa: F401,E501
 from dlsched.policies.place import liquid  # noqa: F401
+from dlsched.policies.allocate import liquid_estimate  # noqa: F401
+from dlsched.policies.actions import liquid_resize  # noqa: F401
 from dlsched.policies.place import most_free  # noqa: F401
 from dlsched.policies.actions import optimus  # noqa: F401
 from dlsched.policies.actions import liquid_batch  # noqa: F401

@@ -127,7 +127,19 @@ def _sniff(path: Path) -> tuple[str, bool]:
     return ("jsonl" if text.startswith(b"{") else "csv"), gz
 
 
+def load_workload_rows(path: str | Path, *, format: str | None = None) -> list[tuple[int, JobSpec]]:
+    """(line, job) of each row of a workload file, in file order (for checks that name a line)."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DlschedError(f"{path}: no such workload file")
+    return _load_pairs(path, format)
+
+
 def _load_file(path: Path, format: str | None) -> list[JobSpec]:
+    return _sorted([job for _, job in _load_pairs(path, format)])
+
+
+def _load_pairs(path: Path, format: str | None) -> list[tuple[int, JobSpec]]:
     file = str(path)
     encoding, gz = _sniff(path)
     if format in ENCODINGS:
@@ -181,7 +193,7 @@ def _load_file(path: Path, format: str | None) -> list[JobSpec]:
             raise InputError(f"duplicate job_id {job.job_id!r} (first on line {seen[job.job_id]})",
                              file=file, line=line, field="job_id")
         seen[job.job_id] = line
-    return _sorted([job for _, job in pairs])
+    return list(pairs)
 
 
 def _read_csv(path: Path, gz: bool):

@@ -58,6 +58,11 @@ and, among plans placing the same number of jobs, the order is exactly Liquid's 
 All randomness comes from `ctx.rng`, so a run is deterministic for a seed. The best gene's jobs
 are reserved in the round's transaction and committed as gangs; the jobs it leaves unplaced go
 through the immediate strategy in the normal loop.
+
+Estimated requirements. A job that the round's allocation resizes (`liquid_estimate` with
+estimate on, dlsched.policies.allocate.liquid_estimate) enters the batch with its resized tasks
+and, when placed, is launched as a Resize; the resized jobs the batch leaves unplaced are placed
+by `liquid_resize`, which runs next.
 """
 from __future__ import annotations
 
@@ -93,7 +98,9 @@ class _Batch:
         self.modes: list[str] = []                         # per job: 'ps', 'all' or 'none'
         self.held_of: list[list[tuple[int, bool]]] = []    # per job: (node, is PS) of held tasks
         for j, rec in enumerate(recs):
-            new = rec.unplaced()
+            shape = ctx.allocation.get(rec.job_id)    # resized by Liquid's estimate (never placed)
+            all_tasks = rec.tasks if shape is None else shape
+            new = rec.unplaced() if shape is None else list(shape)
             held = list(rec.placed.values())
             tasks.extend(new)
             job_of.extend([j] * len(new))
@@ -106,11 +113,11 @@ class _Batch:
             held_node.extend(tp.node for tp in held)
             held_job.extend([j] * len(held))
             # Instances of the job as indices into the extended node vector (genes, then held).
-            roles = {t.index: t.role for t in rec.tasks}
+            roles = {t.index: t.role for t in all_tasks}
             inst = [(self.start[j] + i, t.role) for i, t in enumerate(new)]
             base = len(held_node) - len(held)
             inst += [(-(base + h) - 1, roles.get(tp.task, Role.WORKER)) for h, tp in enumerate(held)]
-            mode = communicates(rec.spec, rec.tasks)
+            mode = communicates(rec.spec, all_tasks)
             self.modes.append(mode)
             self.held_of.append([(tp.node, roles.get(tp.task) is Role.PS) for tp in held])
             n_pairs = 0
@@ -415,7 +422,11 @@ class LiquidBatch(Place):
             rec = batch[j]
             for t in range(prob.start[j], prob.start[j + 1]):
                 ctx.txn.reserve(rec.job_id, prob.tasks[t], int(best[t]))
-            ctx.commit(rec, gang=True)
+            shape = ctx.allocation.get(rec.job_id)
+            if shape is None:
+                ctx.commit(rec, gang=True)
+            else:
+                ctx.txn.commit_resize(rec.job_id, shape)
         self.last = {"batch": len(batch), "placed": len(placed), "fitness": fit,
                      "wall_s": _time.perf_counter() - t0}
 
@@ -452,6 +463,7 @@ register_profile(ProfileSpec(
     description="Liquid: FIFO, gang; when waiting jobs arrive faster than rate_threshold_per_s, "
                 "a group genetic algorithm places the batch (fewest unplaced jobs, then smallest "
                 "network cost + GPU fitness), otherwise each job is placed by Liquid's best fit; "
-                "non-blocking, so a later job may start when an earlier one does not fit",
-    order="fifo", filters=("fits",), scores=(("liquid", 1.0),), placers=("liquid_batch",),
-    gang=True, blocking=False))
+                "non-blocking, so a later job may start when an earlier one does not fit; with "
+                "liquid_estimate's estimate: true, jobs are placed by their estimated requirement vector",
+    order="fifo", allocate="liquid_estimate", filters=("fits",), scores=(("liquid", 1.0),),
+    placers=("liquid_batch", "liquid_resize"), gang=True, blocking=False))

@@ -141,7 +141,8 @@ def partner_nodes(ctx, job: JobSpec, role: Role) -> np.ndarray:
     """Nodes of the instances a new instance of `role` communicates with: the job's
     reservations in this round plus the tasks it already holds."""
     rec = ctx.jobs.get(job.job_id) if ctx.jobs else None
-    tasks = rec.tasks if rec is not None else job.tasks
+    # a job resized by the round's allocation (Liquid's estimate) is placed with those tasks
+    tasks = ctx.allocation.get(job.job_id) or (rec.tasks if rec is not None else job.tasks)
     mode = communicates(job, tasks)
     if mode == "none":
         return np.zeros(0, dtype=np.int64)
@@ -206,5 +207,7 @@ register_profile(ProfileSpec(
     description="Liquid's immediate strategy: FIFO, gang, each instance on the node with the "
                 "smallest lam*network cost + (1-lam)*GPU fitness (best fit near the job's other "
                 "instances); non-blocking, since Liquid places each job as it comes and lets a "
-                "later job start when an earlier one does not fit",
-    order="fifo", filters=("fits",), scores=(("liquid", 1.0),), gang=True, blocking=False))
+                "later job start when an earlier one does not fit; with liquid_estimate's "
+                "estimate: true, jobs are placed by their estimated requirement vector",
+    order="fifo", allocate="liquid_estimate", filters=("fits",), scores=(("liquid", 1.0),),
+    placers=("liquid_resize",), gang=True, blocking=False))
