@@ -14,6 +14,6 @@ from dlsched.experiments import pollux_fidelity  # noqa: F401,E402
 from dlsched.experiments import seed001_gandiva  # noqa: F401,E402
 from dlsched.experiments import seed001_optimus  # noqa: F401,E402
 from dlsched.experiments import runtime_fidelity, seed001_figure9  # noqa: F401,E402
-from dlsched.experiments import liquid_estimator, liquid_prescheduling  # noqa: F401,E402
+from dlsched.experiments import liquid_estimator, liquid_gpu_sharing, liquid_prescheduling  # noqa: F401,E402
 
 __all__ = ["EXPERIMENTS", "ExperimentResult", "run_experiment"]
