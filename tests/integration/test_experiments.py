@@ -8,7 +8,8 @@ from dlsched.experiments import EXPERIMENTS, run_experiment
 
 
 @pytest.mark.parametrize("name, seeds", [("seed000-tetris", 2), ("seed002-k8s", 1), ("liquid-scaling", 1),
-                                         ("liquid-estimator", 1)])
+                                         ("liquid-estimator", 1), ("liquid-prescheduling", 1),
+                                         ("liquid-gpu-sharing", 1)])
 def test_experiment_shows_the_expected_direction(tmp_path, name, seeds):
     res, report = run_experiment(name, tmp_path / name, seeds)
     assert res.checks and all(c.ok for c in res.checks), [(c.text, c.detail) for c in res.checks if not c.ok]
@@ -26,7 +27,8 @@ def test_tetris_figures_are_computed_not_typed_in(tmp_path):
 
 
 def test_experiments_are_listed():
-    assert {"seed000-tetris", "seed002-k8s", "liquid-scaling", "liquid-estimator"} <= set(EXPERIMENTS)
+    assert {"seed000-tetris", "seed002-k8s", "liquid-scaling", "liquid-estimator", "liquid-prescheduling",
+            "liquid-gpu-sharing"} <= set(EXPERIMENTS)
 
 
 def test_pollux_fidelity_on_workload_6():

@@ -116,6 +116,12 @@ class JobSpec:
     iterations: float | None = None
     duration_s: float | None = None
     gpu_type: str | None = None       # required GPU type, or None for any
+    # Liquid's phases (T_e = T_l + N (T_t + T_sy) + T_sa; dlsched.sim.phases): the launch phase
+    # is launch_s when given, else the transfer of data_gb and the model over the job's NICs
+    # (none when neither is given); the saving phase lasts save_s. GPUs are held in all three.
+    data_gb: float | None = None
+    launch_s: float | None = None
+    save_s: float = 0.0
 
     @property
     def is_gang(self) -> bool:

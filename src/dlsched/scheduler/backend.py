@@ -18,6 +18,9 @@ Calling contract (one thread; the Scheduler's run loop):
                     partial-hold GPUs: held by gang jobs still waiting for the rest of their tasks).
     job_stats(job_id) -> the per-job counters below (STATS_KEYS), one vocabulary for both.
     capabilities -> frozenset of CAPABILITIES the backend carries out.
+    use_capabilities(needs) (optional) -> called once by Scheduler.run, after the capability
+                   check, with what the profile needs: a capability that is a mode of the backend
+                   (the simulator's `prescheduling`) is turned on only when a profile asks for it.
 """
 from __future__ import annotations
 
@@ -36,6 +39,8 @@ CAPABILITIES = {
     "gpu_sharing": "run two jobs on one GPU (`packed` decisions: Gandiva's packing and "
                    "over-subscription, fine-grained sharing)",
     "progress": "measure each job's progress: step, remaining work, rate and loss in job_stats",
+    "prescheduling": "hand a job's GPUs to the next job when it enters its saving phase, so that "
+                     "job's launch (data and model transfer) overlaps the saving (Liquid)",
 }
 
 #: job_stats(job_id) keys, filled by both backends (None where not known yet).

@@ -484,6 +484,9 @@ class Scheduler:
     # -- the loop ---------------------------------------------------------------------------
     def run(self, backend, *, progress: Callable[[float, int], None] | None = None) -> None:
         self.check_backend(backend)
+        use = getattr(backend, "use_capabilities", None)   # optional: modes a backend turns on
+        if use is not None:
+            use(frozenset(self.profile.needs()))
         self._stats = backend.job_stats
         # skipping quiet rounds needs a backend whose state changes only through events
         self._can_be_quiet = self._can_be_quiet and bool(getattr(backend, "quiet_rounds", False))

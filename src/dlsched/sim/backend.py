@@ -16,7 +16,12 @@ Switch costs: what a suspend, resume, migrate, resize or pack costs (restart_del
 decisions, a decision's own `cost` for Gandiva's, packing's speed) is computed in
 dlsched.sim.switch_cost, which states the model; this module only applies it to the job's state.
 Lost time (job_stats switch_lost_s): the seconds a job held resources without progress because
-of a restart (restore, waiting for its GPUs' previous job to checkpoint, restart_delay_s).
+of a restart (restore, waiting for its GPUs' previous job to checkpoint, restart_delay_s) or of
+its first start (start_delay_s, its launch phase).
+Phases: a DL job's launch and saving phases (JobSpec launch_s / data_gb, save_s) and Liquid's
+pre-scheduling of the next job during a saving phase are modelled in dlsched.sim.phases; this
+module charges the launch as a first start's hold and runs the saving phase between the last
+iteration and the job's finish.
 """
 from __future__ import annotations
 
@@ -24,9 +29,9 @@ from dlsched.cluster.state import ClusterState, Snapshot
 from dlsched.cluster.topology import Cluster
 from dlsched.core.types import GPU, JobSpec, Launch, Migrate, Plan, Resize, Resume, Suspend, TaskPlacement
 from dlsched.scheduler import events as ev
-from dlsched.sim import switch_cost
+from dlsched.sim import phases, switch_cost
 from dlsched.sim.engine import (P_ARRIVAL, P_FINISH, P_NODE, P_RATE, P_TICK, EventHeap, Arrive,
-                                Finish, NodeChange, RateChange, TaskDone, Tick)
+                                Finish, NodeChange, RateChange, SaveDone, TaskDone, Tick)
 from dlsched.sim.run import JobRun
 from dlsched.workload.loss import observed_loss
 from dlsched.sim.network import NetShares
@@ -37,8 +42,10 @@ class SimBackend:
     """Simulated cluster. `jobs` arrive at their submit times; `node_events` is a list of
     (time, node_id, up) failures and repairs."""
     # the model carries out every decision: costed switches (a decision's SwitchCost), GPU
-    # sharing (packing, with the interference model), preemption, migration, resize, progress
-    capabilities = frozenset(("preemption", "migration", "resize", "costed_switches", "gpu_sharing", "progress"))
+    # sharing (packing, with the interference model), preemption, migration, resize, progress,
+    # and Liquid's pre-scheduling (dlsched.sim.phases)
+    capabilities = frozenset(("preemption", "migration", "resize", "costed_switches", "gpu_sharing", "progress",
+                              "prescheduling"))
     # Every change of the cluster's state reaches the scheduler as an event or comes from a plan
     # it made, so a periodic round with nothing new may be skipped (Component.quiet_until). The
     # real runtime frees GPUs when checkpoints end and measures speeds between events: it runs
@@ -47,7 +54,7 @@ class SimBackend:
 
     def __init__(self, cluster: Cluster, jobs: list[JobSpec], *, speed: SpeedParams | None = None,
                  restart_delay_s: float = 30.0, node_events: list[tuple[float, int, bool]] = (),
-                 record_rates: bool = True, start_delay_s: float = 0.0):
+                 record_rates: bool = True, start_delay_s: float = 0.0, prescheduling: bool = False):
         self.cluster = cluster
         self.state = ClusterState(cluster)
         self.speed = SpeedModel(cluster, speed)
@@ -73,6 +80,10 @@ class SimBackend:
         self.record_rates = record_rates
         self._ticks: set[float] = set()
         self._gpu_free_at: dict[tuple[int, int], float] = {}   # GPU slot -> end of a checkpoint
+        # Pre-scheduling (dlsched.sim.phases): a saving job hands its resources on at once;
+        # GPU slot -> end of the saving phase on it.
+        self.prescheduling = bool(prescheduling)
+        self._saving_until: dict[tuple[int, int], float] = {}
         for job in jobs:
             self.heap.push(float(job.submit_time_s), P_ARRIVAL, Arrive(job))
         for t, node, up in node_events:
@@ -81,6 +92,12 @@ class SimBackend:
     # -- Backend protocol -----------------------------------------------------------------------
     def now(self) -> float:
         return self._now
+
+    def use_capabilities(self, needs) -> None:
+        """Told by Scheduler.run which capabilities the profile needs: those that are modes of
+        the model (prescheduling) are turned on."""
+        if "prescheduling" in needs:
+            self.prescheduling = True
 
     def snapshot(self) -> Snapshot:
         return self.state.snapshot(self._now)
@@ -158,10 +175,13 @@ class SimBackend:
                 self._stop(r, now)
                 r.suspends += 1
             elif isinstance(d, Launch):
-                if self.start_delay_s > 0 and not r.placements:
+                first = not r.placements
+                if self.start_delay_s > 0 and first:
                     r.starting = True
                 if cost is not None:
                     self._costed_start(r, d.placements, now, 0.0)
+                elif first:
+                    self._launch_phase(r, d.placements, now)
                 r.packed = d.packed
                 self._take(r, d.placements, now)
             elif isinstance(d, Resume):
@@ -188,6 +208,8 @@ class SimBackend:
                     new = [tp.node for tp in d.placements]
                     delay = switch_cost.move_restore_s(cost, r.spec.model, old, new, self.cluster.nodes)
                     self._costed_start(r, d.placements, now, delay)
+                elif fresh:
+                    self._launch_phase(r, d.placements, now)
                 r.packed = False
                 self._take(r, d.placements, now)
             else:  # pragma: no cover - Plan only holds the decision types above
@@ -202,6 +224,15 @@ class SimBackend:
             if r is None or r.finished or e.version != r.version:
                 return  # stale
             self._advance(r, now)
+            if r.spec.save_s > 0 and r.spec.kind == "dl":
+                self._start_saving(r, now)
+                return
+            self._finish(r, now)
+            out.append(ev.JobFinish(now, r.spec.job_id))
+        elif isinstance(e, SaveDone):
+            r = self.runs.get(e.job_id)
+            if r is None or r.finished or e.version != r.version:
+                return  # stale
             self._finish(r, now)
             out.append(ev.JobFinish(now, r.spec.job_id))
         elif isinstance(e, TaskDone):
@@ -279,13 +310,17 @@ class SimBackend:
         self.state.give(tp.node, task.vector, tp.gpu_ids)
         self._hold(r, now, -task.demand[GPU])
         for g in tp.gpu_ids:
-            lst = self._gpu_jobs[(tp.node, g)]
-            lst.remove(r.spec.job_id)
-            self._touched.update(j for j in lst if self.runs[j].spec.kind == "dl")
-            if not lst:
-                del self._gpu_jobs[(tp.node, g)]
+            self._unlist(r, (tp.node, g))
         if r.spec.kind == "tasks":
             self._add_effective(-task.demand[GPU])
+
+    def _unlist(self, r: JobRun, slot: tuple[int, int]) -> None:
+        """Take the job off a GPU slot's users; the jobs left there are re-rated."""
+        lst = self._gpu_jobs[slot]
+        lst.remove(r.spec.job_id)
+        self._touched.update(j for j in lst if self.runs[j].spec.kind == "dl")
+        if not lst:
+            del self._gpu_jobs[slot]
 
     def _checkpoint(self, r: JobRun, now: float, cost) -> None:
         """A costed suspend (always followed by _stop): finish the current mini-batch, then copy
@@ -315,6 +350,45 @@ class SimBackend:
         r.restoring = True
         r.restore_s = switch_cost.costed_hold_s(now, busy, restore_s)
 
+    def _launch_phase(self, r: JobRun, placements, now: float) -> None:
+        """A first start holds start_delay_s + its launch phase, overlapped with the savings
+        still running on its GPUs (dlsched.sim.phases); nothing changes for a job without a
+        launch phase placed where nobody saves."""
+        launch = phases.launch_s(r.spec, placements, self.cluster.nodes) if r.spec.kind == "dl" else 0.0
+        busy = [t for tp in placements for g in tp.gpu_ids
+                if (t := self._saving_until.get((tp.node, g), now)) > now]
+        if launch > 0 or busy:
+            r.starting = True
+            r.restore_s = phases.first_start_hold_s(now, self.start_delay_s + launch, busy)
+
+    def _start_saving(self, r: JobRun, now: float) -> None:
+        """The last iteration is done: the job saves for save_s, holding its GPUs, then
+        finishes. With pre-scheduling its resources go back to the ledger at once (its GPUs
+        stay busy until the saving ends) and the scheduler is woken to place the next job."""
+        self._set_rate(r, 0.0, now)
+        r.saving = True
+        r.version += 1
+        end = now + r.spec.save_s
+        self.heap.push(end, P_FINISH, SaveDone(r.spec.job_id, r.version))
+        self._net_dirty.add(r.spec.job_id)
+        self.log.append((now, "saving", r.spec.job_id, ""))
+        if not self.prescheduling:
+            return
+        for tp in r.placements.values():
+            self.state.give(tp.node, r.tasks[tp.task].vector, tp.gpu_ids)
+            for g in tp.gpu_ids:
+                self._unlist(r, (tp.node, g))
+                self._saving_until[(tp.node, g)] = max(self._saving_until.get((tp.node, g), 0.0), end)
+        r.placements.clear()
+        self.wake_at(now)
+
+    def _end_saving(self, r: JobRun, now: float) -> None:
+        """Whatever ends a saving phase (its end, a stop): a job that handed its resources on
+        stops holding its GPUs now."""
+        if r.saving and not r.placements:
+            self._hold(r, now, -r.hold_gpus)
+        r.saving = False
+
     def _stop(self, r: JobRun, now: float) -> None:
         """Checkpoint (progress is kept) and free everything the job holds."""
         self._advance(r, now)
@@ -324,6 +398,7 @@ class SimBackend:
         for tp in list(r.placements.values()):
             self._give(r, tp, now)
         r.placements.clear()
+        self._end_saving(r, now)
         r.version += 1          # drops pending finish / task events
         r.restoring = True
         self._net_dirty.add(r.spec.job_id)
@@ -336,6 +411,7 @@ class SimBackend:
         for tp in list(r.placements.values()):
             self._give(r, tp, now)
         r.placements.clear()
+        self._end_saving(r, now)
         r.finished = True
         self._net_dirty.add(r.spec.job_id)
         r.prof = None
@@ -389,7 +465,7 @@ class SimBackend:
                                           self.speed.params.factor)
 
     def _target_rate(self, r: JobRun, shares) -> float:
-        if r.finished or not r.whole or r.spec.kind != "dl" or self._now < r.restart_until:
+        if r.finished or r.saving or not r.whole or r.spec.kind != "dl" or self._now < r.restart_until:
             return 0.0
         base = 1.0 if r.prof is None else r.prof.rate(shares if r.prof.link_bytes else {})
         return base * self._interference(r)
@@ -434,7 +510,8 @@ class SimBackend:
             changes = {}
             for jid in sorted(self._net_dirty):
                 r = self.runs[jid]
-                use = (not r.finished and r.prof is not None and r.prof.link_bytes and now >= r.restart_until)
+                use = (not r.finished and not r.saving and r.prof is not None and r.prof.link_bytes
+                       and now >= r.restart_until)
                 changes[jid] = self.speed.solver_links(r.prof) if use else None
             todo = todo | self.net.update(changes).keys()
         for jid in sorted(todo):

@@ -5,8 +5,8 @@ free is there for the round), then internal rate changes, then arrivals, then ti
 global counter, so equal (time, priority) pop in push order and a run is deterministic.
 
 The records below are SimBackend's internal events (the Scheduler never sees them; it gets
-dlsched.scheduler.events, which SimBackend.poll translates them into). Finish, TaskDone and
-RateChange carry the job's version when pushed: a record whose version is no longer the job's is
+dlsched.scheduler.events, which SimBackend.poll translates them into). Finish, SaveDone, TaskDone
+and RateChange carry the job's version when pushed: a record whose version is no longer the job's is
 stale and dropped when popped.
 """
 from __future__ import annotations
@@ -28,6 +28,13 @@ class Arrive:
 
 @dataclass(frozen=True, slots=True)
 class Finish:
+    job_id: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class SaveDone:
+    """The job's saving phase is over (dlsched.sim.phases): it finishes."""
     job_id: str
     version: int
 

@@ -25,7 +25,8 @@ class JobRun:
     version: int = 0
     prof: JobComm | None = None
     restoring: bool = False       # next full placement starts with a restart delay
-    starting: bool = False        # next full placement is its first start (start_delay_s)
+    starting: bool = False        # next full placement is its first start (start_delay_s, launch)
+    saving: bool = False          # in its saving phase (dlsched.sim.phases): no progress
     restart_until: float = -1.0
     hold_gpus: float = 0.0
     hold_since: float = 0.0

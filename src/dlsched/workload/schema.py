@@ -23,6 +23,9 @@
 | priority            | int    | no (0)   | larger runs first where a policy uses it |
 | user                | str    | no (default) | owner, for fairness policies |
 | gpu_type            | str    | no       | required GPU type |
+| data_gb             | float  | no       | training data a DL job loads in its launch phase, GB (with the model: over its NICs) |
+| launch_s            | float  | no       | launch phase (data and model transfer), seconds; wins over data_gb |
+| save_s              | float  | no (0)   | saving phase after the last iteration, seconds |
 
 A DL job needs `iterations` with a known `model`, or `duration_s`. A `tasks` job needs `duration_s`.
 """
@@ -58,6 +61,9 @@ COLUMNS: dict[str, tuple[str, Any]] = {
     "priority": ("int", 0),
     "user": ("str", "default"),
     "gpu_type": ("str", None),
+    "data_gb": ("float", None),
+    "launch_s": ("float", None),
+    "save_s": ("float", 0.0),
 }
 REQUIRED = ("job_id", "submit_time_s")
 KINDS = ("dl", "tasks")
@@ -133,6 +139,9 @@ def job_from_row(row: dict[str, Any], *, file: str | None = None, line: int | No
             raise InputError("a tasks job needs duration_s (per task)", file=file, line=line, field="duration_s")
         if v["ps"]:
             raise InputError("a tasks job has no parameter servers", file=file, line=line, field="ps")
+        phased = [c for c in ("data_gb", "launch_s") if v[c] is not None] + (["save_s"] if v["save_s"] else [])
+        if phased:
+            raise InputError("launch and saving phases are for dl jobs", file=file, line=line, field=phased[0])
     demand = (gpw, v["cpus_per_worker"], v["mem_gb_per_worker"], v["disk_mbps_per_worker"], v["net_gbps_per_worker"])
     tasks: list[TaskSpec] = []
     role = Role.WORKER if is_dl else Role.TASK
@@ -146,7 +155,8 @@ def job_from_row(row: dict[str, Any], *, file: str | None = None, line: int | No
         job_id=v["job_id"], submit_time_s=v["submit_time_s"], kind=v["kind"], tasks=tuple(tasks),
         user=v["user"], priority=v["priority"], deadline_s=v["deadline_s"], model=model,
         comm=v["comm"] if is_dl else "none", batch_size=v["batch_size"], iterations=v["iterations"],
-        duration_s=v["duration_s"], gpu_type=v["gpu_type"])
+        duration_s=v["duration_s"], gpu_type=v["gpu_type"], data_gb=v["data_gb"], launch_s=v["launch_s"],
+        save_s=v["save_s"])
 
 
 def job_to_row(job: JobSpec) -> dict[str, Any]:
@@ -162,5 +172,6 @@ def job_to_row(job: JobSpec) -> dict[str, Any]:
         "ps_cpus": ps[0].demand[1] if ps else 2.0, "ps_mem_gb": ps[0].demand[2] if ps else 8.0,
         "model": job.model, "comm": job.comm, "batch_size": job.batch_size, "iterations": job.iterations,
         "duration_s": job.duration_s, "deadline_s": job.deadline_s, "priority": job.priority,
-        "user": job.user, "gpu_type": job.gpu_type,
+        "user": job.user, "gpu_type": job.gpu_type, "data_gb": job.data_gb, "launch_s": job.launch_s,
+        "save_s": job.save_s,
     }

@@ -44,6 +44,14 @@ decreasing affine map of S over the bounds of S for this call:
 One affine map for all candidates of a call keeps the order of S exactly (argmin S = argmax
 score, ties to the lowest node id by the framework). Cost and Fitness must not be normalised
 separately: that would change their relative weight and so Liquid's choice.
+
+Pre-scheduling data transmission (parameter `prescheduling`, default false; set it in the
+profile's params: `liquid: {prescheduling: true}`, for `liquid` and `liquid-immediate`). When a
+job reaches its saving phase, the next job may be placed on its GPUs and run its launch phase
+(data and model transfer) while the first one saves. The scorer only asks for it: the instance
+then needs the backend capability `prescheduling`, which the simulator carries out
+(dlsched.sim.phases) and the real runtime lacks, so a runtime refuses such a profile at start.
+The placement itself is unchanged: the GPUs of a saving job are simply free in the snapshot.
 """
 from __future__ import annotations
 
@@ -181,8 +189,11 @@ def check_lam(lam: float) -> float:
 class LiquidScorer(Score):
     """Liquid best fit: lam * network cost to the job's placed instances + (1 - lam) * GPU fitness."""
 
-    def __init__(self, lam: float = 0.5):
+    def __init__(self, lam: float = 0.5, prescheduling: bool = False):
         self.lam = check_lam(lam)
+        if not isinstance(prescheduling, bool):
+            raise ValueError(f"prescheduling must be true or false, got {prescheduling!r}")
+        self.needs = frozenset(("prescheduling",)) if prescheduling else frozenset()
 
     def raw(self, ctx, job, task, free, nodes) -> tuple[np.ndarray, int]:
         """Liquid's S(n) for each node (smaller is better) and the number of partners."""
