@@ -16,9 +16,17 @@ s, against about 1 s of starting and finishing). The first four fill the cluster
 job meets its deadline when it finishes within that time of its submission (the store's submit
 and finish times).
 
-Checks: the share falls as N grows under fifo and under gandiva (the seed's shape); edf's share
-is at least fifo's at every N and higher at one N at least (it runs the jobs whose deadlines
-come first, which here are the short ones). Takes about 6 minutes.
+Checks: the share falls as N grows under fifo and under gandiva (the seed's shape), and edf's is
+never below fifo's. Takes about 6 minutes.
+
+Does edf lift the curve? Measured (2026-11-23, 2 cores): no. Under all three policies exactly
+the first four jobs meet their deadlines (4 of 4, 8, 16 and 32 jobs: 100, 50, 25, 12.5 %). A
+job's slack is a third of its non-distributed time (2 to 3.5 s here), and the first wave holds
+the GPUs for 4 to 7.5 s, so every job that queues has missed its deadline before a GPU frees,
+whatever the order. EDF then starts the hopeless job whose deadline came first. What would lift
+it is an order that knows the run times and puts jobs that can no longer make it last (Moore and
+Hodgson's rule, least laxity); on the runtime that needs a queued job's step time before it ever
+ran, which dlsched does not have yet.
 """
 from __future__ import annotations
 
@@ -104,8 +112,8 @@ def compare(outs: dict, sizes, policies) -> ExperimentResult:
                                 " -> ".join(f"{share[(n, p)]:.0%}" for n in sizes if (n, p) in share)))
     if "edf" in policies and "fifo" in policies:
         pairs = [(n, share[(n, "edf")], share[(n, "fifo")]) for n in sizes if (n, "edf") in share and (n, "fifo") in share]
-        checks.append(Check("edf lifts the curve: at least fifo's share at every size, higher at one at least",
-                            all(e >= f for _, e, f in pairs) and any(e > f for _, e, f in pairs),
+        checks.append(Check("edf: never a lower share than fifo (whether it lifts the curve: see the table)",
+                            all(e >= f for _, e, f in pairs),
                             ", ".join(f"{n}: {e:.0%} vs {f:.0%}" for n, e, f in pairs)))
     runs = {f"{n} jobs": {p: [outs[(n, p)]["result"]] for p in policies if (n, p) in outs} for n in sizes}
     rows = [r for n in sizes for r in summarise(runs[f"{n} jobs"], KEYS, group=f"{n} jobs")]
