@@ -12,7 +12,7 @@ from conftest import EXAMPLES
 
 def timed(name: str, workers: int, steps: int) -> dict:
     return {"name": name, "entry": str(EXAMPLES / "timed_steps.py"),
-            "args": {"step_s": {"default": 0.25}, "serial": 1.0}, "workers": workers, "gpus_per_worker": 1,
+            "args": {"step_s": {"default": 0.1}, "serial": 1.0}, "workers": workers, "gpus_per_worker": 1,
             "batch_size": 64, "iterations": steps, "checkpoint_every": 50}
 
 
@@ -21,7 +21,7 @@ def test_fifo_predicts_when_a_queued_job_starts(runtime, tmp_path):
     if s.policy != "fifo":
         s = runtime.restart("fifo")
     gpus = int(sum(n["free_gpus"] for n in s.get("/nodes") if n["up"]))
-    big = s.submit(timed("wi-big", gpus, 120))                 # about 30 s of 0.25 s steps
+    big = s.submit(timed("wi-big", gpus, 150))                 # about 15 s of 0.1 s steps
     s.wait(big, lambda j: j["state"] == "running" and j["step"] >= 20, timeout=120, what="step 20")
     small = s.submit(timed("wi-big", 2, 12))                   # the same program: its speed is known
     s.wait(small, lambda j: True)
@@ -54,6 +54,6 @@ def test_fifo_predicts_when_a_queued_job_starts(runtime, tmp_path):
     from dlsched.workload.io import load_workload
     mine = {w.job_id: w for w in load_workload(path) if w.job_id in (big, small)}
     assert set(mine) == {big, small}
-    assert 25 < mine[big].duration_s < 120 and mine[small].submit_time_s > mine[big].submit_time_s
+    assert 12 < mine[big].duration_s < 120 and mine[small].submit_time_s > mine[big].submit_time_s
     bad = s.cli("export", "--out", str(tmp_path / "h.txt"), check=False)
     assert bad.returncode == 2 and "cannot tell the format" in bad.stderr
