@@ -52,8 +52,8 @@ class Run:
                 {"time": r["time_s"], "job_id": r["job_id"], "kind": r["kind"], "detail": r["detail"]})
         self.node_changes = [(e["time"], int(e["detail"]), e["kind"] == "node_up")
                              for e in self.events.get("", []) if str(e["detail"]).isdigit()]
-        times = [j["submit_time"] for j in self.jobs.values()]
-        times += [j["finish_time"] for j in self.jobs.values() if j["finish_time"] is not None]
+        times = [j["submit_s"] for j in self.jobs.values()]
+        times += [j["finish_s"] for j in self.jobs.values() if j["finish_s"] is not None]
         times += [iv["end"] for iv in self.intervals if iv["end"] is not None]
         self.t_min, self.t_max = (min(times), max(times)) if times else (0.0, 0.0)
 
