@@ -3,13 +3,14 @@
 The browser logs in once by pasting the API token (the token file in the state dir); the server
 then sets a cookie (HttpOnly, SameSite=Strict, Path=/) whose value is
 
-    <expiry>.<nonce>.<HMAC-SHA256(key, "<expiry>.<nonce>")>,  key = HMAC-SHA256(token, KEY_LABEL)
+    <expiry>.<nonce>.<HMAC-SHA256(key, "<expiry>.<nonce>")>,  key = HMAC-SHA256(token, KEY_LABEL + salt)
 
 and checks it on every request. Why not the token itself in an HttpOnly cookie: cookies are not
 isolated by port, so every web server on 127.0.0.1 (another user's included) is sent the cookies
 of every other port when the browser visits it. A leaked session value opens only what the
 cookie opens (reads: GET and HEAD), for at most SESSION_S, and only until logout (its nonce is
-revoked) or a new token (the key follows the token); the token itself opens everything, for good.
+revoked), a new token or a restart of the server (the key follows the token and a salt drawn at
+start); the token itself opens everything, for good.
 The cookie's name carries the port, so the server and `dlsched view` on other ports of one host
 do not overwrite each other's session.
 
@@ -37,7 +38,8 @@ class Sessions:
 
     def __init__(self, token: str, port: int, lifetime_s: float = SESSION_S):
         self.token, self.lifetime_s = token, lifetime_s
-        self.key = hmac.new(token.encode(), KEY_LABEL, hashlib.sha256).digest()
+        # a fresh salt per process: a restart ends every session, so a logout (kept in memory) is final
+        self.key = hmac.new(token.encode(), KEY_LABEL + secrets.token_bytes(16), hashlib.sha256).digest()
         self.cookie = f"dlsched_session_{port}"
         self.revoked: dict[str, int] = {}        # nonce -> its expiry
 

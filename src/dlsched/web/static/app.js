@@ -1,7 +1,9 @@
 /* dlsched web view: four views over the JSON API, drawn in the browser.
  *
  *   #/cluster      racks, nodes and GPUs; each GPU coloured by the job holding it, shared GPUs
- *                  outlined (GET /nodes, /allocations, /jobs); a replay has a time slider
+ *                  outlined (GET /nodes, /allocations, /jobs; live, also GET /timeline for GPUs
+ *                  placed for a job whose ranks have not started: dashed); a replay has a
+ *                  time slider
  *   #/queue        waiting jobs in the policy's order, with why each waits (GET /jobs)
  *   #/job/<id>     a job's facts, placement history, curves and events
  *   #/timeline     a Gantt chart of jobs over GPUs (GET /timeline)
@@ -13,7 +15,7 @@
  */
 "use strict";
 
-const state = { config: null, colors: new Map(), charts: [], timer: null, generation: 0, t: null, window: 3600 };
+const state = { config: null, jobs: null, colors: new Map(), charts: [], timer: null, generation: 0, t: null, window: 3600 };
 const PAGES = { cluster: clusterPage, queue: queuePage, job: jobPage, timeline: timelinePage };
 const WAITING = ["queued", "suspended"];   // waiting for the scheduler when /jobs has no queue_position
 const REFRESH_MS = 5000;
@@ -63,7 +65,7 @@ function fmtClock(t) {   // axis ticks: live, the time of day; replay, simulated
 }
 
 function fmtValue(v) {
-  if (typeof v === "number" && !Number.isInteger(v)) return v.toPrecision(4);
+  if (typeof v === "number" && !Number.isInteger(v)) return String(Number(v.toPrecision(4)));
   return v === null || v === undefined ? "" : String(v);
 }
 
@@ -75,10 +77,12 @@ function colorOf(job) {   // golden-angle hues in submit order: neighbours diffe
   return state.colors.get(job);
 }
 
-async function jobsList() {
-  const jobs = await api("/jobs");
-  jobs.forEach((j) => colorOf(j.job_id));
-  return jobs;
+async function jobsList() {   // a replay's jobs do not change: read once
+  if (live() || !state.jobs) {
+    state.jobs = await api("/jobs");
+    state.jobs.forEach((j) => colorOf(j.job_id));
+  }
+  return state.jobs;
 }
 
 const jobLink = (id) => h("a", { href: `#/job/${encodeURIComponent(id)}` }, id);
@@ -119,24 +123,22 @@ async function clusterPage(view, arg) {
 }
 
 async function drawCluster(grid, jobs, query) {
-  const [nodes, allocs] = await Promise.all([api(`/nodes${query}`), api(`/allocations${query}`)]);
-  const holders = new Map();          // "node/gpu" -> job ids holding it
-  for (const [job, ranks] of Object.entries(allocs)) {
-    for (const r of ranks) for (const g of r.gpu_ids) {
-      const who = holders.get(`${r.node}/${g}`) || [];
-      if (!who.includes(job)) who.push(job);
-      holders.set(`${r.node}/${g}`, who);
-    }
-  }
+  // live: also the placements the scheduler holds (open intervals), for ranks not started yet
+  const [nodes, allocs, tl] = await Promise.all([api(`/nodes${query}`), api(`/allocations${query}`),
+    live() ? api(`/timeline?since=${Date.now() / 1000}`) : { intervals: [] }]);
+  const running = byGpu(Object.entries(allocs).flatMap(([job, ranks]) => ranks.map((r) => [job, r.node, r.gpu_ids])));
+  const placed = byGpu(tl.intervals.filter((iv) => iv.end === null).map((iv) => [iv.job_id, iv.node, iv.gpus]));
   const racks = new Map();
-  let total = 0, busy = 0, shared = 0;
+  let total = 0, busy = 0, shared = 0, waiting = 0;
   for (const n of nodes) {
     const cells = [];
     for (let g = 0; g < n.gpus; g++) {
-      const who = holders.get(`${n.name}/${g}`) || [];
+      const key = `${n.name}/${g}`;
+      const who = running.get(key) || [];
+      const pending = who.length ? [] : placed.get(key) || [];
       const load = Math.max((n.gpu_load || [])[g] || 0, who.length);
-      total += 1; busy += load > 0; shared += load > 1;
-      cells.push(gpuCell(g, who, load));
+      total += 1; busy += load > 0 || pending.length > 0; shared += load > 1; waiting += pending.length > 0;
+      cells.push(gpuCell(g, who.length ? who : pending, load, pending.length > 0));
     }
     const free = n.free_gpus === undefined ? "" : ` · ${fmtValue(n.free_gpus)} free`;
     const card = h("div", { class: n.up === false ? "node down" : "node" },
@@ -146,13 +148,26 @@ async function drawCluster(grid, jobs, query) {
     if (!racks.has(n.rack)) racks.set(n.rack, []);
     racks.get(n.rack).push(card);
   }
-  const held = [...new Set([...holders.values()].flat())];
+  const held = [...new Set([...running.values(), ...placed.values()].flat())];
   grid.replaceChildren(
-    h("p", {}, `${nodes.length} nodes, ${total} GPUs: ${busy} in use, ${shared} shared, ${total - busy} idle`),
+    h("p", {}, `${nodes.length} nodes, ${total} GPUs: ${busy} in use, ${shared} shared, ${total - busy} idle` +
+      (waiting ? `; ${waiting} held for jobs whose ranks have not started (dashed)` : "")),
     ...[...racks].map(([rack, cards]) => h("section", { class: "rack" }, h("h3", {}, `rack ${rack}`), h("div", { class: "nodes" }, cards))),
     h("h2", {}, "Jobs on GPUs"),
     held.length ? h("div", { class: "legend" }, held.map((id) => h("span", {}, swatch(id), jobLink(id), jobNote(jobs.get(id)))))
       : h("p", { class: "muted" }, "no job holds a GPU"));
+}
+
+function byGpu(places) {   // [job, node, GPU ids] -> Map "node/gpu" -> job ids
+  const out = new Map();
+  for (const [job, node, gpus] of places) {
+    for (const g of gpus) {
+      const who = out.get(`${node}/${g}`) || [];
+      if (!who.includes(job)) who.push(job);
+      out.set(`${node}/${g}`, who);
+    }
+  }
+  return out;
 }
 
 function jobNote(j) {   // a replay's job states are final ones, not those at the slider's time
@@ -160,16 +175,17 @@ function jobNote(j) {   // a replay's job states are final ones, not those at th
   return (j.name !== j.job_id ? ` ${j.name}` : "") + (live() ? ` (${j.state})` : "");
 }
 
-function gpuCell(g, who, load) {
-  const cls = ["gpu", who.length ? "" : "idle", load > 1 ? "shared" : ""].join(" ").trim();
-  const title = `GPU ${g}: ${who.join(", ") || "idle"}${load > 1 ? ` (shared: ${load} tasks)` : ""}`;
+function gpuCell(g, who, load, pending) {
+  const cls = ["gpu", who.length ? "" : "idle", load > 1 ? "shared" : "", pending ? "pending" : ""].join(" ").trim();
+  const title = `GPU ${g}: ${who.join(", ") || "idle"}${load > 1 ? ` (shared: ${load} tasks)` : ""}` +
+    (pending ? " (placed; its ranks have not started)" : "");
   const text = who.length ? who[0] + (who.length > 1 ? ` +${who.length - 1}` : "") : "idle";
   const colors = who.map(colorOf);
   const background = colors.length > 1
     ? `linear-gradient(135deg, ${colors.map((c, i) => `${c} ${(100 * i) / colors.length}% ${(100 * (i + 1)) / colors.length}%`).join(", ")})`
     : colors[0];
   return h(who.length ? "a" : "div", { class: cls, title, background, href: who.length ? `#/job/${encodeURIComponent(who[0])}` : null },
-    h("div", { class: "id" }, `GPU ${g}${load > 1 ? ` shared ×${load}` : ""}`), text);
+    h("div", { class: "id" }, `GPU ${g}${load > 1 ? ` ×${load}` : ""}`), text);
 }
 
 /* -- queue -------------------------------------------------------------------------------- */
