@@ -21,6 +21,7 @@ def test_sessions_sign_expire_and_revoke():
     exp, nonce, sig = v.split(".")
     assert not s.valid(f"{int(exp) + 10**6}.{nonce}.{sig}", now=1050)       # a longer life is not signed
     assert not Sessions("other" * 9, 8470).valid(v, now=1050)                # another token, another key
+    assert not Sessions(TOKEN, 8470, lifetime_s=100).valid(v, now=1050)     # a restarted server: new salt
     for bad in (None, "", "x", "1.2", "a.b.c", "9" * 300, f"{exp}.{nonce}.{sig}é"):
         assert not s.valid(bad, now=1050)
     s.revoke(v, now=1050)
