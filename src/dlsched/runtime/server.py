@@ -1,8 +1,9 @@
 """`dlsched server`: the scheduler core driving a RayBackend, with a REST API and a SQLite store.
 
-API (OpenAPI schema at /openapi.json, docs at /docs). Every request except /health and the
-docs needs `Authorization: Bearer <token>` (the token file in the state dir, readable by its
-owner only), reads included: a job's spec, args, paths and tracebacks are the user's.
+API (OpenAPI schema at /openapi.json, docs at /docs). Every request except /health, the docs and
+the web view's login page and static files needs `Authorization: Bearer <token>` (the token file
+in the state dir, readable by its owner only), reads included: a job's spec, args, paths and
+tracebacks are the user's.
 
 The web view (dlsched.web) is served at `/`: a login page where the token is pasted once, then a
 session cookie that opens the API's reads (GET) to the pages; writes still need the token.
