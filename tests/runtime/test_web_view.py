@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+from html import escape
 from urllib.parse import urlsplit
 
 import httpx
@@ -113,7 +114,9 @@ def test_pages_in_chromium_after_login(chromium, jobs, tmp_path):
         assert "8 GPUs: 8 in use" in html and "Log out" in html
 
         b.js("location.hash = '#/queue'")
-        html = b.wait_for(" waiting, ", *waiting, "why it waits")
+        ranked = {j["job_id"]: j for j in s.get("/jobs") if j.get("queue_position")}
+        reasons = [escape(ranked[j]["waiting_reason"], quote=False) for j in waiting if j in ranked]
+        html = b.wait_for(" waiting, ", *waiting, "why it waits", *reasons)
         rows = [html.index(f'href="#/job/{j}"') for j in waiting]
         assert rows == sorted(rows)                                         # in the policy's order
 
