@@ -2,16 +2,13 @@
 token, private state, bounded inputs, one server per state dir, the programs' own output."""
 from __future__ import annotations
 
-import json
 import os
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
-import pytest
 
 from conftest import ServerProc, digits_spec
 
