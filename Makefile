@@ -19,9 +19,10 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/dlsched compare --cluster seed002 --workload sample --policies fifo,fifo-gang,fifo-backfill --out out/demo --force
 
-# headless Chromium for tests/runtime/test_api_docs_browser.py (/docs rendered offline); installed
-# with apt where missing, as root or via non-interactive sudo. Where neither works, only a warning:
-# that test then skips locally and fails in CI (CI=true), so CI still cannot pass without it.
+# headless Chromium for tests/runtime/test_api_docs_browser.py (/docs rendered offline) and
+# tests/runtime/test_web_view.py (the web view); installed with apt where missing, as root or via
+# non-interactive sudo. Where neither works, only a warning: those tests then skip locally and
+# fail in CI (CI=true), so CI still cannot pass without them.
 browser:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo -n"; fi; \

@@ -23,6 +23,21 @@ NODES, GPUS = 4, 2
 
 
 @pytest.fixture(scope="session")
+def chromium() -> str:
+    """Headless Chromium for the browser tests (headless.py). Session scope, and listed before
+    `runtime` in a test's arguments: a missing browser skips before the cluster starts, and
+    fails in CI (CI=true), so CI cannot pass without running the browser tests."""
+    from headless import find_chromium
+    exe = find_chromium()
+    if exe:
+        return exe
+    msg = "headless Chromium not found (install it with `make browser` or `apt-get install chromium`)"
+    if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+        pytest.fail(msg + "; CI must run this test")
+    pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
 def ray_cluster():
     """A 4-node cluster (2 virtual GPUs, 2 CPUs each) kept by this test process."""
     from dlsched.runtime.cluster import LocalRay

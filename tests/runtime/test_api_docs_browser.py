@@ -8,37 +8,13 @@ test skips locally and fails in CI (CI=true), so CI cannot pass without running 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
 from urllib.parse import urlsplit
 
 import httpx
-import pytest
+from headless import dump_dom, page_requests
 
 ASSETS = ("/docs/static/swagger-ui-bundle.js", "/docs/static/swagger-ui.css", "/docs/static/favicon.png")
-
-
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    # session scope and listed before `runtime`: a missing browser skips before the cluster starts
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe:
-        return exe
-    msg = "headless Chromium not found (install it with `make browser` or `apt-get install chromium`)"
-    if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
-        pytest.fail(msg + "; CI must run this test")
-    pytest.skip(msg)
-
-
-def page_requests(netlog: dict) -> list[str]:
-    """URLs the page at 127.0.0.1 asked for. Chromium's own background requests (updates, sign-in,
-    spelling dictionaries) are in the log too, under other network isolation keys: skip those."""
-    start = netlog["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
-    return [p["url"] for e in netlog["events"] if e["type"] == start
-            for p in [e.get("params", {})]
-            if p.get("network_isolation_key", "").startswith("http://127.0.0.1 ")]
 
 
 def test_docs_render_offline_in_chromium(chromium, runtime, tmp_path):
@@ -58,16 +34,7 @@ def test_docs_render_offline_in_chromium(chromium, runtime, tmp_path):
                 if urlsplit(u).hostname != "127.0.0.1"], html.text
 
     netlog = tmp_path / "net.json"
-    r = subprocess.run(
-        [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update",
-         f"--user-data-dir={tmp_path / 'profile'}", f"--log-net-log={netlog}",
-         # every host but 127.0.0.1 fails to resolve: an outside asset cannot load
-         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-         "--virtual-time-budget=10000", "--dump-dom", url + "/docs"],
-        capture_output=True, text=True, timeout=120)
-    dom = r.stdout
-    assert r.returncode == 0 and dom, r.stderr[-3000:]
+    dom = dump_dom(chromium, url + "/docs", tmp_path / "profile", netlog)
 
     # Swagger UI ran: the API's title and every path of the schema are in the DOM after JS
     assert 'class="swagger-ui"' in dom and "dlsched" in dom, dom[:3000]

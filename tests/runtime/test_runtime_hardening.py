@@ -2,16 +2,13 @@
 token, private state, bounded inputs, one server per state dir, the programs' own output."""
 from __future__ import annotations
 
-import json
 import os
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
-import pytest
 
 from conftest import ServerProc, digits_spec
 
@@ -90,7 +87,7 @@ def test_every_read_needs_the_token(runtime):
     s = runtime.server
     j = s.submit(digits_spec(name="secret", iterations=10, workers=1))
     for path in ("/jobs", f"/jobs/{j}", f"/jobs/{j}/stats", f"/jobs/{j}/events", f"/jobs/{j}/output",
-                 "/nodes", "/metrics", "/metrics/scheduler"):
+                 "/nodes", "/allocations", "/timeline", "/metrics", "/metrics/scheduler"):
         r = httpx.get(s.url + path, timeout=30)
         assert r.status_code == 401, (path, r.status_code)
         r = httpx.get(s.url + path, timeout=30, headers={"Authorization": "Bearer wrong"})

@@ -267,6 +267,17 @@ def compare(
     typer.echo(f"report: {path}")
 
 
+@app.command("view")
+def view(
+    out_dir: Path = typer.Argument(..., help="an output folder of `dlsched simulate`"),
+    port: int = typer.Option(8471, "--port", min=0, max=65535, help="port on 127.0.0.1 (0: any free one)"),
+):
+    """Browse a simulated run in a web browser: GPU timeline, the cluster at any time, each job.
+    Listens on 127.0.0.1 only, read-only; prints a login URL with a token made for this process."""
+    from dlsched.web.replay import serve
+    serve(out_dir, port)
+
+
 @app.command("policies")
 def list_policies(all_kinds: bool = typer.Option(False, "--all", help="also list components by kind")):
     """The registry: every policy (profile), one line each."""

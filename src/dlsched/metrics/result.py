@@ -45,11 +45,14 @@ class SimResult:
     rounds: Any = None        # pandas.DataFrame: time_s, wall_s (scheduling time), queued_jobs per round
     events: list = field(default_factory=list)      # the engine's event log: (time_s, kind, job_id, detail)
     decisions: list = field(default_factory=list)   # the scheduler's log, less its round records
+    nodes: list = field(default_factory=list)       # the cluster's nodes: name, rack, gpu_type, gpus
 
     def save(self, out_dir: str | Path, provenance: dict | None = None) -> Path:
-        """jobs.parquet, timeline.parquet, rounds.parquet, events.parquet and summary.json in out_dir
-        (each written to a temporary name and renamed, so none is left half-written); summary.json
-        also records `provenance` when given (how the run was made: see the CLI)."""
+        """jobs.parquet, timeline.parquet, rounds.parquet, events.parquet, log.parquet (the
+        scheduler's decisions with their placements, for `dlsched view`), cluster.json (its nodes,
+        when known) and summary.json in out_dir (each written to a temporary name and renamed, so
+        none is left half-written); summary.json also records `provenance` when given (how the
+        run was made: see the CLI)."""
         import pandas as pd
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -58,8 +61,28 @@ class SimResult:
         _atomic(out / "rounds.parquet", lambda p: self.rounds.to_parquet(p, index=False))
         ev = pd.DataFrame(self.events, columns=["time_s", "kind", "job_id", "detail"])
         _atomic(out / "events.parquet", lambda p: ev.to_parquet(p, index=False))
+        _atomic(out / "log.parquet", lambda p: decisions_frame(self.decisions).to_parquet(p, index=False))
+        if self.nodes:
+            write_json(out / "cluster.json", {"name": self.cluster, "nodes": self.nodes})
         write_json(out / "summary.json", {**self.summary, **({"provenance": provenance} if provenance else {})})
         return out
+
+
+def decisions_frame(log):
+    """The scheduler's typed log (less its `stats` records, whose counters jobs.parquet has) as a
+    table: time_s, kind, job_id, detail, placements (JSON: [[task, node, [GPU ids]], ...]),
+    packed; the columns of the runtime store's `schedlog`."""
+    import pandas as pd
+    rows = [(r.time_s, r.kind, r.job_id, r.detail or "",
+             json.dumps([[tp.task, tp.node, list(tp.gpu_ids)] for tp in r.placements]), bool(r.packed))
+            for r in log if r.kind != "stats"]
+    return pd.DataFrame(rows, columns=["time_s", "kind", "job_id", "detail", "placements", "packed"])
+
+
+def cluster_nodes(cluster) -> list[dict]:
+    """The nodes of a Cluster as the web view draws them: name, rack (its name), GPU type, GPUs."""
+    return [{"name": n.name, "rack": cluster.rack_names[n.rack], "gpu_type": n.gpu_type, "gpus": int(n.gpus)}
+            for n in cluster.nodes]
 
 
 def _atomic(path: Path, write) -> None:
@@ -194,9 +217,11 @@ def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload
     log = list(scheduler.log) + [LogRecord(now, "stats", j, stats=backend.job_stats(j))
                                  for j in scheduler.jobs]
     eff = backend.effective_gpu_s() if hasattr(backend, "effective_gpu_s") else None
-    return result_from_log(log, scheduler.timeline, total_gpus=backend.cluster.total_gpus,
-                           effective_gpu_s=eff, engine_log=list(backend.log), policy=policy,
-                           cluster_name=cluster_name, workload_name=workload_name)
+    res = result_from_log(log, scheduler.timeline, total_gpus=backend.cluster.total_gpus,
+                          effective_gpu_s=eff, engine_log=list(backend.log), policy=policy,
+                          cluster_name=cluster_name, workload_name=workload_name)
+    res.nodes = cluster_nodes(backend.cluster)
+    return res
 
 
 def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | None = None,

@@ -1,8 +1,12 @@
 """`dlsched server`: the scheduler core driving a RayBackend, with a REST API and a SQLite store.
 
-API (OpenAPI schema at /openapi.json, docs at /docs). Every request except /health and the
-docs needs `Authorization: Bearer <token>` (the token file in the state dir, readable by its
-owner only), reads included: a job's spec, args, paths and tracebacks are the user's.
+API (OpenAPI schema at /openapi.json, docs at /docs). Every request except /health, the docs and
+the web view's login page and static files needs `Authorization: Bearer <token>` (the token file
+in the state dir, readable by its owner only), reads included: a job's spec, args, paths and
+tracebacks are the user's.
+
+The web view (dlsched.web) is served at `/`: a login page where the token is pasted once, then a
+session cookie that opens the API's reads (GET) to the pages; writes still need the token.
 
 Limits: a request body over MAX_BODY_BYTES is refused with 413 before it is read whole, a job
 spec over MAX_SPEC_BYTES (as JSON) with 413.
@@ -12,6 +16,7 @@ One server per state dir: the server holds an exclusive lock on `<state dir>/ser
 server on the same state dir refuses to start and names the holder.
 
     GET  /health                      liveness (no auth)
+    GET  /                            the web view (login page without a session); POST /login, /logout
     GET  /jobs                        every job with its state and progress
     POST /jobs                        submit a job spec (JSON of the YAML fields)      -> 201
     GET  /jobs/{id}                   job, allocation (rank -> node, GPUs), checkpoints
@@ -20,6 +25,8 @@ server on the same state dir refuses to start and names the holder.
     GET  /jobs/{id}/output?rank=R     what the job's ranks printed (stdout and stderr), per rank
     POST /jobs/{id}/cancel|suspend|resume
     POST /jobs/{id}/migrate           {"nodes": ["n2", "n3"], "workers": 4}  (both optional)
+    GET  /allocations                 every job's allocation now: {job: [{rank, node, gpu_ids}]}
+    GET  /timeline?since&until&job_id  task placement intervals (job, task, node, GPUs, start, end)
     GET  /nodes                       nodes from Ray: name, rack, GPU type, GPUs, free, tasks per GPU, up
     GET  /state                       the live cluster as a simulator state document (dlsched.sim.midflight)
     GET  /whatif?policies=a,b&horizon=6h   each policy simulated from the live state: predicted starts
@@ -30,7 +37,6 @@ server on the same state dir refuses to start and names the holder.
 
 
 import fcntl
-import hmac
 import json
 import logging
 import os
@@ -195,15 +201,11 @@ def make_app(server: "Server"):
     install_docs(app)
     app.add_middleware(BodyLimit)
 
-    from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-    bearer = HTTPBearer(auto_error=False, description="the token file in the state dir")
-
-    def auth(cred: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> None:
-        # declared as a security scheme, so the docs page offers "Authorize"
-        tok = cred.credentials if cred is not None else ""
-        if not tok or not hmac.compare_digest(tok.encode(), server.token.encode()):
-            raise HTTPException(401, "missing or wrong bearer token (see the token file in the state dir)",
-                                headers={"WWW-Authenticate": "Bearer"})
+    from dlsched.web.auth import Sessions
+    from dlsched.web.routes import install_web, require
+    sessions = Sessions(server.token, server.port)
+    install_web(app, sessions, lambda: {"mode": "live", "title": f"dlsched server, policy {server.policy}",
+                                        "now": time.time()})
 
     class Submit(BaseModel):
         spec: dict[str, Any]
@@ -224,7 +226,7 @@ def make_app(server: "Server"):
         return {"ok": True, "policy": server.policy, "pid": os.getpid(),
                 "scheduler_alive": server.thread is not None and server.thread.is_alive()}
 
-    api = APIRouter(dependencies=[Depends(auth)])
+    api = APIRouter(dependencies=[Depends(require(sessions))])
 
     @api.get("/jobs")
     def jobs():
@@ -317,6 +319,27 @@ def make_app(server: "Server"):
         return {"job_id": job_id, "rank": rank,
                 "ranks": sorted(int(p.stem.split("-")[1]) for p in rank_log(server.state_dir, job_id, 0).parent.glob("rank-*.log")),
                 "text": read_tail(rank_log(server.state_dir, job_id, rank), min(max(tail_bytes, 0), MAX_OUTPUT_BYTES))}
+
+    @api.get("/allocations")
+    def allocations():
+        """Every job's allocation now ({job: [{rank, node, gpu_ids}]}), as GET /jobs/{id} names one's."""
+        return server.store.allocations_all()
+
+    @api.get("/timeline")
+    def timeline(since: Optional[float] = None, until: Optional[float] = None, job_id: Optional[str] = None,
+                 limit: int = 20000):
+        """Where jobs ran and when, from the scheduler's event log: one interval per task
+        placement {job_id, task, node, gpus, start, end} in Unix seconds (end null while it
+        lasts), those overlapping [since, until], at most `limit` (the latest started); and the
+        nodes with their GPUs. Node names are today's: the log names nodes by their index in the
+        node list the server found at start."""
+        from dlsched.web import placements
+        b = server.backend
+        ivs = placements.intervals(server.store.schedlog_kinds(placements.KINDS), [n.name for n in b.nodes],
+                                   offset=b.epoch)
+        keep, cut = placements.select(ivs, since, until, job_id, limit)
+        return {"now": time.time(), "intervals": keep, "truncated": cut,
+                "nodes": [{"name": n.name, "rack": n.rack, "gpus": n.gpus} for n in b.nodes]}
 
     @api.get("/nodes")
     def nodes():

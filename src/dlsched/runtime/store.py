@@ -135,6 +135,13 @@ class Store:
         rows = self._x("SELECT * FROM allocations WHERE job_id=? ORDER BY rank", (job_id,))
         return [{**dict(r), "gpu_ids": json.loads(r["gpu_ids"])} for r in rows]
 
+    def allocations_all(self) -> dict[str, list[dict]]:
+        """{job: its allocation} of every job that holds one."""
+        out: dict[str, list[dict]] = {}
+        for r in self._x("SELECT * FROM allocations ORDER BY job_id, rank"):
+            out.setdefault(r["job_id"], []).append({**dict(r), "gpu_ids": json.loads(r["gpu_ids"])})
+        return out
+
     # -- checkpoints, events, stats -----------------------------------------------------------
     def add_checkpoint(self, job_id: str, step: int, path: str, t: float) -> None:
         self._x("INSERT OR REPLACE INTO checkpoints VALUES (?,?,?,?)", (job_id, step, path, t))
@@ -176,6 +183,14 @@ class Store:
             d["packed"] = bool(d["packed"])
             out.append(d)
         return out
+
+    def schedlog_kinds(self, kinds: tuple[str, ...]) -> list[dict]:
+        """The log's records of these kinds, oldest first, with their placements (the rows the
+        web view's timeline reads: dlsched.web.placements)."""
+        q = ",".join("?" * len(kinds))
+        rows = self._x(f"SELECT time_s, kind, job_id, detail, placements FROM schedlog WHERE kind IN ({q}) "
+                       "ORDER BY id", kinds)
+        return [{**dict(r), "placements": json.loads(r["placements"] or "[]")} for r in rows]
 
     def schedlog_all(self, page: int = 100000) -> list[dict]:
         """The whole log, oldest first, read a page at a time."""
