@@ -55,3 +55,14 @@ def test_quiet_times():
     from dlsched.policies.actions.preempt import Preempt
     assert Preempt().quiet_until(0.0, []) == math.inf
     assert Preempt(min_run_s=0.0).quiet_until(5.0, []) == math.inf
+
+
+def test_optimus_with_rigid_jobs_skips_and_with_elastic_ones_never():
+    # poisson jobs carry a trace-like run time (duration_s): rigid for Optimus, request or nothing
+    every, s1 = run("optimus", "poisson:jobs=150,rate=0.02", "seed000", False)
+    quiet, s2 = run("optimus", "poisson:jobs=150,rate=0.02", "seed000", True)
+    assert quiet.events == every.events
+    assert s2.rounds_skipped > 0 and len(s2.rounds) < len(s1.rounds)
+    # pollux-6's jobs have a model and iterations: elastic, their gains move with progress
+    _, s = run("optimus", "pollux-6", "pollux", True)
+    assert s.rounds_skipped == 0

@@ -465,8 +465,8 @@ class Scheduler:
     def _is_quiet(self, now: float) -> bool:
         """Would a round now decide nothing? True only when the last round decided nothing,
         nothing happened since, and no component could decide otherwise before `now`."""
-        if self._quiet_since is None or not self._can_be_quiet or not self.queue:
-            return False      # (with nobody waiting a round is cheap: not worth asking)
+        if self._quiet_since is None or not self._can_be_quiet or not (self.queue or self._acts_on_running):
+            return False      # (nobody waiting, nothing to do to running jobs: the round is cheap)
         if self._quiet_until is None:
             running = list(self.running.values())
             self._quiet_until = min((c.quiet_until(self._quiet_since, running) for c in self._quiet),

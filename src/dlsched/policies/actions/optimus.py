@@ -26,7 +26,7 @@ import numpy as np
 from dlsched.core.types import GPU, Role
 from dlsched.policies.allocate.optimus import shape
 from dlsched.scheduler.context import JobState
-from dlsched.scheduler.framework import Place, ProfileSpec, register, register_profile
+from dlsched.scheduler.framework import Timeless, Place, ProfileSpec, register, register_profile
 
 _EPS = 1e-9
 
@@ -89,7 +89,7 @@ def _holds(free: list, a: int, wd: list, b: int, pd: list) -> bool:
 
 @register("place", "optimus_place",
           source="Peng et al., EuroSys 2018 (Optimus, seed 001); petuum/adaptdl simulator/optimus.py")
-class OptimusPlace(Place):
+class OptimusPlace(Timeless, Place):
     """Carry out the round's allocation (ctx.allocation): keep, resize, suspend or launch each
     job it names, fewest servers first."""
     carries_allocation = True
@@ -114,11 +114,13 @@ class OptimusPlace(Place):
             running = rec.state is JobState.RUNNING
             txn.decided.add(rec.job_id)           # the per-task placement loop skips them all
             if running:
+                if w > 0 and (w, p) == shape(rec.tasks):
+                    continue                                   # keeps what it holds
                 old = tuple(rec.placed.values())
                 demands = [rec.tasks[tp.task].vector for tp in old]
                 if w == 0:
                     txn.release(rec.job_id, old, demands)      # suspended
-                elif (w, p) != shape(rec.tasks):
+                else:
                     txn.unhold(old, demands)
                     moving.append((rec, w, p, old, demands))
             elif w > 0:

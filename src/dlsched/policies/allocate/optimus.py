@@ -74,9 +74,19 @@ def _task_list(wd: tuple, pd: tuple | None, workers: int, ps: int) -> tuple[Task
     return tuple(tasks)
 
 
+_SHAPES: dict[int, tuple] = {}
+
+
 def shape(tasks) -> tuple[int, int]:
-    """(workers, parameter servers) of a task list."""
+    """(workers, parameter servers) of a task list (remembered per list: a round asks it of
+    every active job, and a job's list changes only when it is resized)."""
+    hit = _SHAPES.get(id(tasks))
+    if hit is not None and hit[0] is tasks:
+        return hit[1]
     p = sum(1 for t in tasks if t.role is Role.PS)
+    if len(_SHAPES) > 100_000:
+        _SHAPES.clear()
+    _SHAPES[id(tasks)] = (tasks, (len(tasks) - p, p))     # the list is kept: its id stays its own
     return len(tasks) - p, p
 
 
@@ -208,6 +218,7 @@ class OptimusAllocate(Allocate):
         self.fit_errors: list[tuple[float, str, int, float]] = []   # see _observe
         self.last_alloc: dict[str, tuple[int, int]] = {}   # the last round's decision (tests, bench)
         self._static: dict[str, tuple] = {}   # per job: demands, shares, cap (see _info)
+        self._rigid: dict[str, AllocJob] = {}  # per rigid job: its entry (total demand, shape)
 
     # -- estimates --------------------------------------------------------------------------------
     def _speed_model(self, cluster):
@@ -289,8 +300,8 @@ class OptimusAllocate(Allocate):
         if ctx.stats is None:
             return
         for rec in ctx.running:
-            if rec.spec.kind != "dl":
-                continue
+            if rec.spec.kind != "dl" or rec.spec.iterations is None:
+                continue            # a run time, no iterations: rigid, its speed is never fitted
             rate = ctx.stats(rec.job_id)["rate"] or 0.0
             if rate > 0:
                 mine = self._samples.setdefault(rec.job_id, {})
@@ -332,6 +343,13 @@ class OptimusAllocate(Allocate):
             return t
         return lambda w, p: self.iter_time(rec, w, p, cluster)
 
+    def quiet_until(self, now: float, running) -> float:
+        """Rigid jobs (no speed model: a trace's run time) get their request or nothing, in
+        arrival order, from the free resources alone: with only those active, a round without
+        an event decides what the last one did. An elastic job's marginal gains move as it
+        progresses (and as its speed is fitted): never quiet then."""
+        return -math.inf if getattr(self, "_elastic", True) else math.inf
+
     def allocate(self, jobs, ctx) -> dict:
         """{job_id: tasks} for every active DL job, running and waiting (`jobs` is the waiting
         queue; the running ones are read from ctx.running): its current tasks when its (w, p)
@@ -347,27 +365,33 @@ class OptimusAllocate(Allocate):
         active = sorted(running + waiting, key=lambda r: (r.submit_time_s, r.job_id))
         if not active:
             self.last_alloc = {}
+            self._elastic = False
             return {}
         self._speed_model(cluster)           # a new cluster resets the caches before they are read
         up = ctx.snap.up
         cap = cluster.capacity[up].sum(axis=0)
         inv = [1.0 / c if c > 0 else 0.0 for c in cap.tolist()]
-        left_np = txn.free[up].sum(axis=0)
-        for r in running:
+        left = txn.free[up].sum(axis=0).tolist()
+        for r in running:                     # Python floats: the same sums, task by task
             for tp in r.placed.values():
-                left_np = left_np + r.tasks[tp.task].vector
-        left = left_np.tolist()
+                d = r.tasks[tp.task].demand
+                for i in range(len(left)):
+                    left[i] += d[i]
         oracle = self.speed == "oracle"
         cache = self._iter
         entries = []
         for rec in active:
             wv, pv, wd, pd, dw, dp, cap_w, rigid = self._info(rec, cluster, inv)
-            if rigid:
-                need = [0.0] * len(left)
-                for t in rec.spec.tasks:
-                    for r in range(len(left)):
-                        need[r] += t.demand[r]
-                entries.append(AllocJob(rec.job_id, wv, pv, 0, 0.0, 0.0, None, need, shape(rec.spec.tasks)))
+            if rigid:                        # request or nothing: one entry for good
+                entry = self._rigid.get(rec.job_id)
+                if entry is None:
+                    need = [0.0] * len(left)
+                    for t in rec.spec.tasks:
+                        for r in range(len(left)):
+                            need[r] += t.demand[r]
+                    entry = self._rigid[rec.job_id] = AllocJob(rec.job_id, wv, pv, 0, 0.0, 0.0, None, need,
+                                                               shape(rec.spec.tasks))
+                entries.append(entry)
                 continue
             q = self.remaining_iters(rec, ctx)
             factor = self.early_factor if self.early(rec) else 1.0
@@ -375,6 +399,7 @@ class OptimusAllocate(Allocate):
                                     self._time_fn(rec, cluster, cache, oracle)))
         alloc = greedy_allocate(entries, left)
         self.last_alloc = {jid: tuple(a) for jid, a in alloc.items()}
+        self._elastic = any(e.rigid is None for e in entries)
         out = {}
         for rec in active:
             w, p = alloc[rec.job_id]
