@@ -26,3 +26,13 @@ def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():
         pytest.skip(f"{SHARED_TRACES} not available")
     return SHARED_TRACES
+
+
+# Runs after every other test: it takes node n3 out of the runtime tests' shared Ray cluster for
+# good, and later tests (the web view's, what-if's) need every GPU of it.
+LAST = ("test_killed_node_job_resumes_elsewhere",)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    last = [i for i in items if i.name in LAST]
+    items[:] = [i for i in items if i.name not in LAST] + last

@@ -30,7 +30,8 @@ def test_kill9_server_restarts_and_reattaches(runtime):
 
 
 def test_killed_node_job_resumes_elsewhere(ray_cluster, runtime):
-    """Last in the session: it kills node n3 of the shared cluster."""
+    """Last in the session (tests/conftest.py orders it so): it kills node n3 of the shared
+    cluster."""
     s = runtime.server
     node = next(n for n in ray_cluster.worker_nodes
                 if n.node_id == next(x["ray_id"] for x in s.get("/nodes") if x["name"] == "n3"))

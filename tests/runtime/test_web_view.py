@@ -124,13 +124,15 @@ def test_pages_in_chromium_after_login(chromium, jobs, tmp_path):
         b.wait_for("Placement history", "rank 3 →", "Loss", "Step time", "submitted")
         b.js("location.hash = '#/timeline'")
         b.wait_for("placements of", 'aria-label="jobs over GPUs"')
+        b.js("location.hash = '#/whatif/fifo,sjf@1h'")                      # GET /whatif, with the cookie
+        b.wait_for("What if", "Per policy", "mean JCT", ">fifo<", ">sjf<", "predicted start / finish", *waiting)
 
         b.js("document.querySelector('header form').submit()")
         b.wait_for('name="token"')
     finally:
         b.close()
     reqs = only_loopback(tmp_path / "net.json")
-    assert {"/web/static/app.js", "/web/static/vendor/chart.umd.min.js", "/nodes", "/timeline"} <= \
+    assert {"/web/static/app.js", "/web/static/vendor/chart.umd.min.js", "/nodes", "/timeline", "/whatif"} <= \
         {urlsplit(u).path for u in reqs}
 
 

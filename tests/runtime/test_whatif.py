@@ -13,7 +13,7 @@ from conftest import EXAMPLES
 def timed(name: str, workers: int, steps: int) -> dict:
     return {"name": name, "entry": str(EXAMPLES / "timed_steps.py"),
             "args": {"step_s": {"default": 0.1}, "serial": 1.0}, "workers": workers, "gpus_per_worker": 1,
-            "batch_size": 64, "iterations": steps, "checkpoint_every": 50}
+            "batch_size": 16 * workers, "iterations": steps, "checkpoint_every": 50}
 
 
 def test_fifo_predicts_when_a_queued_job_starts(runtime, tmp_path):

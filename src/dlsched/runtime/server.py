@@ -205,7 +205,7 @@ def make_app(server: "Server"):
     from dlsched.web.routes import install_web, require
     sessions = Sessions(server.token, server.port)
     install_web(app, sessions, lambda: {"mode": "live", "title": f"dlsched server, policy {server.policy}",
-                                        "now": time.time()})
+                                        "now": time.time(), "policy": server.policy})
 
     class Submit(BaseModel):
         spec: dict[str, Any]

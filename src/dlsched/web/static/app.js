@@ -7,6 +7,8 @@
  *   #/queue        waiting jobs in the policy's order, with why each waits (GET /jobs)
  *   #/job/<id>     a job's facts, placement history, curves and events
  *   #/timeline     a Gantt chart of jobs over GPUs (GET /timeline)
+ *   #/whatif       each policy simulated from the live state (GET /whatif): mean wait, mean
+ *                  JCT, utilisation, and each waiting job's predicted start and finish
  *
  * GET /web/config says whether this is a live server ("live": wall-clock times, the cluster
  * and queue views refresh every 5 s) or a simulated run (`dlsched view`, "replay": simulated
@@ -16,7 +18,7 @@
 "use strict";
 
 const state = { config: null, jobs: null, colors: new Map(), charts: [], timer: null, generation: 0, t: null, window: 3600 };
-const PAGES = { cluster: clusterPage, queue: queuePage, job: jobPage, timeline: timelinePage };
+const PAGES = { cluster: clusterPage, queue: queuePage, job: jobPage, timeline: timelinePage, whatif: whatifPage };
 const WAITING = ["queued", "suspended"];   // waiting for the scheduler when /jobs has no queue_position
 const REFRESH_MS = 5000;
 
@@ -327,6 +329,41 @@ async function drawTimeline(box) {
   }));
 }
 
+/* -- what if ------------------------------------------------------------------------------ */
+
+async function whatifPage(view, arg) {
+  const [pols, hor] = (arg || "").split("@");
+  const policies = pols || [...new Set([state.config.policy, "fifo", "tiresias", "gandiva"])].join(",");
+  const horizon = hor || "6h";
+  const pIn = h("input", { name: "policies", value: policies, size: 40, "aria-label": "policies" });
+  const hIn = h("input", { name: "horizon", value: horizon, size: 6, "aria-label": "horizon" });
+  const form = h("form", { class: "whatif" }, "policies ", pIn, " horizon ", hIn, " ", h("button", { type: "submit" }, "Simulate"));
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    location.hash = `#/whatif/${encodeURIComponent(pIn.value.trim())}@${encodeURIComponent(hIn.value.trim())}`;
+  });
+  view.append(h("h1", {}, "What if"),
+    h("p", { class: "muted" }, "Each policy simulated from the cluster's state now (running jobs where they are, " +
+      "the steps they have left at the speeds measured here, the waiting queue), with the same policy code."), form);
+  const ans = await api(`/whatif?policies=${encodeURIComponent(policies)}&horizon=${encodeURIComponent(horizon)}`);
+  const names = Object.keys(ans.policies);
+  view.append(h("h2", {}, `Per policy (utilisation over ${fmtDur(ans.horizon_s)})`),
+    table(["policy", "mean wait", "mean JCT", "utilisation", "last job done in"],
+      names.map((n) => { const p = ans.policies[n];
+        return [n, fmtDur(p.mean_wait_s), fmtDur(p.mean_jct_s), `${(100 * p.utilisation).toFixed(1)} %`, fmtDur(p.makespan_s)]; }),
+      [1, 2, 3, 4]));
+  const first = ans.policies[names[0]].jobs;
+  const waiting = Object.keys(first).filter((j) => first[j].start_s === null || first[j].start_s >= 0)
+    .sort((a, b) => first[a].submit_s - first[b].submit_s || (a < b ? -1 : 1));
+  const cell = (n, j) => { const x = ans.policies[n].jobs[j];
+    return x.start_s === null ? "-" : `in ${fmtDur(x.start_s)} / ${x.finish_s === null ? "-" : "in " + fmtDur(x.finish_s)}`; };
+  view.append(h("h2", {}, "Waiting jobs: predicted start / finish"),
+    waiting.length ? table(["job", ...names], waiting.map((j) => [h("span", {}, jobLink(j), first[j].estimated ? " *" : ""),
+      ...names.map((n) => cell(n, j))]))
+      : h("p", { class: "muted" }, "no job waits"),
+    waiting.some((j) => first[j].estimated) ? h("p", { class: "muted" }, "* run time estimated: its model's step time was never measured here") : "");
+}
+
 /* -- routing ------------------------------------------------------------------------------ */
 
 async function route() {
@@ -354,7 +391,9 @@ async function start() {
   state.config = await api("/web/config");
   document.getElementById("title").textContent = state.config.title;
   document.title = state.config.title;
-  if (!live()) document.querySelector('header nav a[data-page="queue"]').classList.add("hidden");
+  if (!live()) {
+    for (const p of ["queue", "whatif"]) document.querySelector(`header nav a[data-page="${p}"]`).classList.add("hidden");
+  }
   window.addEventListener("hashchange", route);
   await route();
 }
