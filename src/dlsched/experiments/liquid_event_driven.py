@@ -38,7 +38,7 @@ def latencies(store, epoch: float) -> dict:
     log = store.schedlog_all()
     arrival, first, finishes = {}, {}, []
     for r in log:
-        k, j, t = r["kind"], r["job_id"], r["time"]
+        k, j, t = r["kind"], r["job_id"], r["time_s"]
         if k == "arrival":
             arrival.setdefault(j, t)
         elif k in ("launch", "resume", "resize") and j not in first:
@@ -61,7 +61,7 @@ def configs() -> dict[str, tuple[float, dict]]:
     """name -> (the server's --round-s, the profile's settings)."""
     out = {"events": (FALLBACK_S, {"event_rounds": True})}
     for p in POLLS:
-        out[f"poll {p:g} s"] = (p, {"event_rounds": False})
+        out[f"poll {p:g} s"] = (p, {"event_rounds": False, "round_s": p})
     return out
 
 
