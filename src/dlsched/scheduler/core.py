@@ -316,7 +316,7 @@ class Scheduler:
             if rec.job_id in txn.decided:
                 rec.why = ""
             elif rec.job_id in self._tried:
-                pass
+                continue                           # _try kept the placement's reason
             elif behind is not None:
                 rec.why = behind
             else:
