@@ -19,6 +19,12 @@ args:
                                   (SharedGpu): light jobs pack for free, heavy ones divide the GPU
   interference: 0.0               how much two jobs on one GPU slow each other beyond dividing it
                                   (caches, memory bandwidth): what makes packing lose
+  data_mb:  0                     the training set's size in MB (0: the default 8,192 rows,
+                                  about 2 MB): a larger one takes real time to build (random
+                                  features and their labels), a stand-in for reading and decoding
+                                  a job's dataset. `prepare(args)` builds it ahead of the run: the
+                                  runtime's pre-scheduling calls it in a warm worker while the
+                                  GPUs the job will get are still saving; the run finds it there
   seed:     0
   lr:       0.01
 
@@ -45,6 +51,7 @@ latest one, under any world size.
 """
 from __future__ import annotations
 
+import functools
 import time
 from types import SimpleNamespace
 
@@ -55,12 +62,23 @@ N, D = 8192, 64
 MOMENTUM = 0.9
 
 
-def make_data(seed: int):
+def make_data(seed: int, rows: int = N):
     g = torch.Generator().manual_seed(seed)
     w = torch.randn(D, 1, generator=g)
-    x = torch.randn(N, D, generator=g)
-    y = x @ w + 0.1 * torch.randn(N, 1, generator=g)
+    x = torch.randn(rows, D, generator=g)
+    y = x @ w + 0.1 * torch.randn(rows, 1, generator=g)
     return x, y
+
+
+@functools.lru_cache(maxsize=2)          # kept in the (warm) worker process
+def dataset(seed: int, data_mb: float):
+    rows = max(N, int(data_mb * 1e6 / (4 * (D + 1))))
+    return make_data(seed, rows)
+
+
+def prepare(args: dict) -> None:
+    """Build the job's dataset ahead of its run (the runtime's pre-scheduling)."""
+    dataset(int(args.get("seed", 0)), float(args.get("data_mb", 0.0)))
 
 
 def gpu_type() -> str:
@@ -153,7 +171,7 @@ def main(ctx):
     target = float(t.item())
     curve = SimpleNamespace(job_id=ctx.job_id, model=args.get("model"), iterations=ctx.iterations)
 
-    x, y = make_data(seed)
+    x, y = dataset(seed, float(args.get("data_mb", 0.0)))
     dev = ctx.device
     torch.manual_seed(seed)
     model = nn.Linear(D, 1).to(dev)
@@ -167,7 +185,7 @@ def main(ctx):
             b.copy_(s)
         start = state["step"]
     save = lambda: {"model": model.state_dict(), "bufs": [b.clone() for b in bufs]}   # noqa: E731
-    per = N // ctx.batch_size
+    per = len(x) // ctx.batch_size
     gpu = SharedGpu(float(args.get("gpu_busy", 0.0)), float(args.get("interference", 0.0)))
     try:
         for step in ctx.steps(start, save):

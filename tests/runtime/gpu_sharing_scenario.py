@@ -149,6 +149,49 @@ def test_gandiva_packs_two_jobs_on_one_gpu_and_ray_follows_the_ledger(small_clus
     assert time.monotonic() - t_start < 90
 
 
+def test_fractional_jobs_share_a_gpu_under_liquid(small_cluster):
+    """Seed 003's fine-grained sharing on the runtime: development jobs that ask for half a GPU
+    share one (the same GPU id, both running at once, Ray's slot split between them), never the
+    GPU a whole-GPU job holds; a third half waits until a half frees."""
+    sd = Path(tempfile.mkdtemp(prefix="dlsched-frac-"))
+    s = ServerProc(small_cluster.address, sd, "liquid-immediate", "frac", warm=2, extra=["--round-s", "1"]).start()
+    try:
+        half = lambda name: {**job(name, "vae", 100000, until=sd / f"{name}.end"), "gpus_per_worker": 0.5}  # noqa: E731
+        p = s.submit(job("p", "resnet50", 100000, until=sd / "p.end"))
+        s.wait(p, lambda j: j["state"] == "running", 60, "p runs")
+        (gp,) = s.get(f"/jobs/{p}")["allocation"][0]["gpu_ids"]
+        h1, h2 = s.submit(half("h1")), s.submit(half("h2"))
+        for h in (h1, h2):
+            s.wait(h, lambda j: j["state"] == "running" and j["step"] > 0, 60, "half runs")
+        (g1,), (g2,) = (s.get(f"/jobs/{h}")["allocation"][0]["gpu_ids"] for h in (h1, h2))
+        assert g1 == g2 != gp
+        assert s.get("/nodes")[0]["gpu_load"][g1] == 2
+        g = groups()
+        assert g[p] == {f"dlsched_gpu_{gp}": 1.0}
+        assert sum(g[h][f"dlsched_gpu_{g1}"] for h in (h1, h2)) <= 1.0
+        for h in (h1, h2):
+            out = s.get(f"/jobs/{h}/output", params={"rank": 0})["text"]
+            assert f"CUDA_VISIBLE_DEVICES={g1} " in out, out[-500:]
+        steps = {h: s.get(f"/jobs/{h}")["step"] for h in (h1, h2)}
+        time.sleep(2.0)
+        assert all(s.get(f"/jobs/{h}")["step"] > steps[h] for h in (h1, h2))     # both at once
+        h3 = s.submit(half("h3"))
+        time.sleep(2.5)
+        j3 = s.get(f"/jobs/{h3}")
+        assert j3["state"] == "queued" and not j3["allocation"], j3
+        (sd / "h1.end").touch()
+        s.wait_state(h1, "done", 60)
+        s.wait(h3, lambda j: j["state"] == "running", 60, "h3 runs")
+        assert s.get(f"/jobs/{h3}")["allocation"][0]["gpu_ids"] == [g1]
+        for name in ("p", "h2", "h3"):
+            (sd / f"{name}.end").touch()
+        for jid in (p, h2, h3):
+            s.wait_state(jid, "done", 60)
+    finally:
+        s.stop()
+        shutil.rmtree(sd, ignore_errors=True)
+
+
 def test_shares_mirror_the_ledger_and_the_cli_accepts_gandiva():
     """The amounts a rank books (no Ray needed), and both Gandiva profiles pass the CLI's check."""
     from dlsched.cli.runtime import check_policy

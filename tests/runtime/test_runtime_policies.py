@@ -146,3 +146,40 @@ def test_liquid_places_by_the_node_and_rack_labels_as_simulated(rt, policy):
         assert len(used) == 3, launch["placements"]     # near its other ranks, not one per node
     s.post(f"/jobs/{f}/cancel")
     s.wait_state(f, "cancelled", 60)
+
+
+def _launch_gap(s, first: str, nxt: str) -> float:
+    """Seconds from `first`'s finish to `nxt`'s first step (the store's records)."""
+    fin = s.get(f"/jobs/{first}")["finish_time"]
+    step0 = s.get(f"/jobs/{nxt}/stats")[0]
+    return step0["time"] - step0["step_s"] - fin
+
+
+def test_liquid_prescheduling_loads_the_next_job_while_the_first_saves(rt, tmp_path):
+    """Seed 003's pre-scheduling on the runtime: as a job that holds every GPU nears its end
+    (PRELOAD_LEAD_S before its save), the waiting job's program and dataset (timed_steps.py's
+    `prepare`: 300 MB built in each rank) are loaded into warm workers of its nodes; the waiting
+    job then runs in those workers, and its first step comes sooner after the GPUs free than
+    with pre-scheduling off (the same two jobs on a server without it)."""
+    cfg = tmp_path / "policy.yaml"
+    cfg.write_text("policies:\n  liquid-immediate:\n    params:\n      liquid:\n        prescheduling: true\n")
+    gaps = {}
+    for on in (False, True):
+        extra = ["--round-s", "2"] + (["--policy-config", str(cfg)] if on else [])
+        s = fresh(rt, "liquid-immediate", extra)
+        first = s.submit(timed(f"pre-first-{on}", gpus_up(s), 80))
+        s.wait_state(first, "running", 90)
+        nxt = s.submit(timed(f"pre-next-{on}", 2, 30, args={"step_s": {"default": 0.1}, "serial": 1.0,
+                                                             "seed": int(on) + 7, "data_mb": 300}))
+        j = s.wait(nxt, lambda j: j["state"] in ("running", "done") and j["allocation"], 120, "running")
+        workers = {a["worker"] for a in j["allocation"]}
+        s.wait_state(nxt, "done", 120)
+        events = [e for e in s.get(f"/jobs/{nxt}/events") if e["kind"] == "preloaded"]
+        if on:
+            assert len(events) == 1 and f"while {first} saves" in events[0]["detail"], events
+            assert all(w in events[0]["detail"] for w in workers), (workers, events)
+            assert events[0]["time"] <= s.get(f"/jobs/{first}")["finish_time"]
+        else:
+            assert events == []
+        gaps[on] = _launch_gap(s, first, nxt)
+    assert gaps[True] < gaps[False], gaps

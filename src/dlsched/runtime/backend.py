@@ -77,7 +77,7 @@ from dlsched.runtime.nodes import NODE_ID_LABEL, NodeInfo, NodeMonitor, cluster_
 from dlsched.runtime.pool import WARM_IMPORTS, WorkerPool
 from dlsched.runtime.progress import RUNTIME_CAPABILITIES, job_stats
 from dlsched.runtime.recovery import RecoveryMixin
-from dlsched.runtime.runs import RunsMixin, _Run
+from dlsched.runtime.runs import SAVING, RunsMixin, _Run
 from dlsched.runtime.shares import SharesMixin
 from dlsched.runtime.spec import RuntimeJobSpec
 from dlsched.runtime.stats import StepStats
@@ -159,6 +159,7 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
         self.latencies: list[float] = []        # event -> decision (s): plan ready, or round over
         self.on_switch = None                   # sees (kind, seconds) of each switch (_switched)
         self.scheduler = None
+        self.prescheduling = False              # on when a profile needs it (use_capabilities)
         self._kick = False                      # a round is due at the next poll (after recover)
         self.workers.adopt()
         self.monitor = NodeMonitor(ray, self.nodes, self.q, self._closing, node_poll_s)
@@ -185,6 +186,11 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
     # -- Backend protocol ------------------------------------------------------------------
     def now(self) -> float:
         return time.time() - self.epoch
+
+    def use_capabilities(self, needs) -> None:
+        """Pre-scheduling is a mode: on only for a profile that needs it (runs.py, `_preschedule`)."""
+        if "prescheduling" in needs:
+            self.prescheduling = True
 
     def snapshot(self) -> Snapshot:
         up = self.state.up & (self.suspect_until <= time.time())
@@ -378,6 +384,9 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
         if kind == "node":
             self._on_node(*arg, out=out)
             return
+        if kind == "saving":                          # a run's last step is done (runs.py)
+            self._preschedule(*arg)
+            return
         if kind == "stopped":                         # a launch that failed (see _fail_start)
             out.append(ev.JobStopped(self._now, *arg))
             return
@@ -410,5 +419,9 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
             for ref in ready:
                 with self._wlock:
                     info = self._waits.pop(ref, None)
-                if info is not None:
+                if info is None:
+                    continue
+                if info[2] == SAVING:
+                    self.q.put(("saving", info[:2], None, time.perf_counter()))
+                else:
                     self.q.put(("rank_done", (*info, ref), None, time.perf_counter()))

@@ -36,6 +36,7 @@ class WorkerPool:
         self.handles: dict[str, object] = {}
         self.idle: dict[int, list[str]] = {i: [] for i in range(len(nodes))}
         self._ping: dict[str, object] = {}     # worker -> its first ping (ready when it is up)
+        self.programs: dict[str, set[str]] = {}  # worker -> programs loaded in it (sdk.program_key)
         self._seq = 0
 
     def _remote_cls(self):
@@ -72,19 +73,41 @@ class WorkerPool:
                 while len(self.idle[i]) < self.target[i]:
                     self.idle[i].append(self.new(i))
 
-    def take(self, node: int) -> str:
-        """An idle worker of `node`, one whose process is up first; a new one if none is idle."""
+    def take(self, node: int, program: str | None = None) -> str:
+        """An idle worker of `node`: one that has `program` loaded (sdk.program_key; pre-scheduled,
+        or it ran it before) first, then one whose process is up; a new one if none is idle."""
         lst = self.idle[node]
         if not lst:
-            return self.new(node)
-        pings = {self._ping[w]: w for w in lst if w in self._ping}
-        up = [w for w in lst if w not in self._ping]
-        if not up and pings:
-            ready, _ = self.ray.wait(list(pings), num_returns=1, timeout=0)
-            up = [pings[r] for r in ready]
-        w = up[0] if up else lst[0]
-        lst.remove(w)
+            w = self.new(node)
+        else:
+            pings = {self._ping[w]: w for w in lst if w in self._ping}
+            up = [w for w in lst if w not in self._ping]
+            if pings:
+                ready, _ = self.ray.wait(list(pings), num_returns=len(pings), timeout=0)
+                up += [pings[r] for r in ready]
+            warm = [w for w in up if program in self.programs.get(w, ())]
+            w = (warm or up or lst)[0]
+            lst.remove(w)
+        if program is not None:
+            self.programs.setdefault(w, set()).add(program)
         return w
+
+    def preload(self, node: int, entry: str, args: dict, n: int, saving: list[str] = ()) -> list[str]:
+        """Have `n` workers of `node` with `entry` loaded: its imports and its `prepare(args)`
+        (dataset); seed 003's pre-scheduling, the next job's launch while the GPUs it will get
+        are still saving. `saving`: the workers of that node whose run is saving (they return to
+        the pool when it ends, so they are asked first: a worker loads in a thread of its own,
+        beside the checkpoint), then idle ones. No worker is started for it: a new process would
+        be up later than the save ends. Returns the workers asked."""
+        from dlsched.runtime.sdk import program_key
+        key = program_key(entry, args)
+        cands = [w for w in (*saving, *self.idle[node]) if w in self.handles]
+        have = sum(1 for w in cands if key in self.programs.get(w, ()))
+        out = [w for w in cands if key not in self.programs.get(w, ())][:max(n - have, 0)]
+        for w in out:
+            self.handles[w].preload.remote(entry, args)
+            self.programs.setdefault(w, set()).add(key)
+        return out
 
     def ready(self, node: int) -> int:
         """Pool workers of `node` whose process is up (torch imported)."""
@@ -142,6 +165,7 @@ class WorkerPool:
     def kill(self, name: str) -> None:
         h = self.handles.pop(name, None)
         self._ping.pop(name, None)
+        self.programs.pop(name, None)
         if h is not None:
             try:
                 self.ray.kill(h, no_restart=True)

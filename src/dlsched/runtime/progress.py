@@ -7,7 +7,8 @@ any world size), pays and measures what each switch costs (`switch_lost_s` below
 stands in for a decision's modelled `cost`), measures progress, and shares GPUs between jobs
 (`packed` decisions and over-subscription: per-GPU slots that mirror the ledger, see
 dlsched.runtime.shares; a backend on a cluster whose nodes lack the slots drops "gpu_sharing"
-and refuses such a profile at start). Kept here, beside the stats, so that the CLI checks a
+and refuses such a profile at start), and pre-schedules (the next jobs' programs and data
+loaded into warm workers while a run saves: dlsched.runtime.runs). Kept here, beside the stats, so that the CLI checks a
 --policy against it without importing Ray.
 
 Everything comes from the store, so a restarted server answers the same as the one before it:
@@ -30,7 +31,7 @@ from __future__ import annotations
 import statistics
 
 RUNTIME_CAPABILITIES = frozenset(("preemption", "migration", "resize", "costed_switches", "gpu_sharing",
-                                  "progress"))
+                                  "progress", "prescheduling"))
 RATE_WINDOW = 20
 _RUN_START = ("started", "reattached")
 _RUN_END = ("stopped", "finished", "gang_broken", "requeued", "start_failed", "cancelled")

@@ -19,6 +19,22 @@ gang: the other ranks are killed (gloo peers would hang in a collective), the gr
 the job reported as JobStopped. The node of a dead rank is kept out of rounds for `suspect_s`.
 A program that fails `max_failures` times is failed for good.
 
+Pre-scheduling (seed 003; on when the profile needs the `prescheduling` capability, e.g.
+`liquid: {prescheduling: true}`): rank 0 of every run is watched for its saving phase
+(`RankWorker.until_saving`): its last step done and the final checkpoint being written, or
+PRELOAD_LEAD_S before that by its last step's time (a save on the runtime takes well under a
+second for most models, less than loading a dataset; seed 003's saving phase is the model's
+transfer, seconds to minutes). Then the next jobs
+in the policy's queue order (the last round's), as many ranks as the run frees, are loaded into
+warm workers of each node the run holds, up to what it frees there: first the saving run's own
+workers there (they load in a thread beside the checkpoint, and return to the pool when the run
+ends), then idle ones: the program's imports and its `prepare(args)` (its dataset). Every
+freed node gets them, as the backend cannot know which of them the policy will pick.
+When the GPUs free and the policy places such a job there, the
+pool hands it the workers that have it loaded (`WorkerPool.take(node, entry)`), so its launch
+overlapped the saving. The GPUs themselves are handed over when the run ends, as without
+pre-scheduling: the next job's first step waits for the saving either way.
+
 `RunsMixin` is a mixin of `RayBackend` (see there why): it acts on the backend's shared run
 ledger (`state`, `runs`, `partial`, `_waits` under `_wlock`, `store`, `failures`,
 `suspect_until`) and calls the pool (`workers`), the step statistics (`stats`) and the GPU
@@ -32,10 +48,13 @@ from dataclasses import dataclass, field
 
 from dlsched.core.types import GPU, Role, TaskPlacement, TaskSpec
 from dlsched.runtime.joblogs import rank_log
-from dlsched.runtime.sdk import clean_checkpoints
+from dlsched.runtime.sdk import clean_checkpoints, program_key
 from dlsched.scheduler import events as ev
 
 log = logging.getLogger("dlsched.runtime")
+
+SAVING = -1          # the rank field of a `_waits` entry that watches a run's saving phase
+PRELOAD_LEAD_S = 5.0  # pre-scheduling starts this long (by the job's step time) before the save
 
 
 @dataclass(eq=False)
@@ -74,7 +93,7 @@ class RunsMixin:
             return
         t_ready = time.perf_counter()
         for tp in pls:
-            run.workers.append(self.workers.take(tp.node))
+            run.workers.append(self.workers.take(tp.node, program_key(spec.entry, spec.args)))
         hs = [self.handles[w] for w in run.workers]
         try:
             addr, port = ray.get(hs[0].address.remote(), timeout=60)
@@ -90,6 +109,7 @@ class RunsMixin:
                     "iterations": spec.iterations, "epochs": spec.epochs,
                     "checkpoint_every": spec.checkpoint_every, "gpus": float(tasks[tp.task].demand[GPU]),
                     "entry": spec.entry, "log_path": str(rank_log(self.state_dir, job_id, tp.task)),
+                    "lead_s": PRELOAD_LEAD_S if self.prescheduling else 0.0,
                     # the policy's GPU ids (the same for every job packed on them); none: no GPU
                     # (a worker that ran a GPU rank before must not keep that rank's GPUs)
                     "env": {"CUDA_VISIBLE_DEVICES": ",".join(map(str, tp.gpu_ids))}}))
@@ -103,6 +123,8 @@ class RunsMixin:
         with self._wlock:
             for tp, h in zip(pls, hs):
                 self._waits[h.wait.remote(run_id)] = (job_id, run_id, tp.task)
+            if self.prescheduling:
+                self._waits[hs[0].until_saving.remote(run_id)] = (job_id, run_id, SAVING)
         self.store.set_allocation(job_id, [
             {"rank": tp.task, "node": self.nodes[tp.node].name, "gpu_ids": tp.gpu_ids, "worker": w,
              "run_id": run_id} for tp, w in zip(pls, run.workers)])
@@ -111,6 +133,33 @@ class RunsMixin:
                               workers=sum(1 for t in tasks if t.role is Role.WORKER))
         self.store.event(job_id, "started", f"{run_id} on " + ", ".join(
             f"{tp.task}@{self.nodes[tp.node].name}" for tp in pls))
+
+    def _preschedule(self, job_id: str, run_id: str) -> None:
+        """`run_id` entered its saving phase: load the next waiting jobs (the policy's order, as
+        many ranks as the run frees) into workers of each of its nodes (module docstring)."""
+        run = self.runs.get(job_id)
+        if run is None or run.run_id != run_id or self.scheduler is None:
+            return
+        free: dict[int, int] = {}
+        mine: dict[int, list[str]] = {}                 # its own workers, per node
+        for tp, w in zip(run.placements, run.workers):
+            free[tp.node] = free.get(tp.node, 0) + 1
+            mine.setdefault(tp.node, []).append(w)
+        total = sum(free.values())
+        nxt = []                       # the next jobs, in order, as many ranks as the run frees
+        for jid in self.scheduler.queue_order:
+            rec, spec = self.scheduler.jobs.get(jid), self.specs.get(jid)
+            if rec is None or spec is None or jid in self.runs:
+                continue
+            if nxt and sum(len(r.tasks) for _, r, _ in nxt) + len(rec.tasks) > total:
+                break
+            nxt.append((jid, rec, spec))
+        for jid, rec, spec in nxt:
+            parts = []
+            for node, k in free.items():
+                loaded = self.workers.preload(node, spec.entry, spec.args, min(len(rec.tasks), k), mine[node])
+                parts.append(f"{self.nodes[node].name}: {', '.join(loaded) or 'loaded already'}")
+            self.store.event(jid, "preloaded", f"program and data loading while {job_id} saves ({'; '.join(parts)})")
 
     def _fail_start(self, run: _Run, reason: str) -> None:
         """A launch that could not happen: give everything back and requeue (reported as JobStopped

@@ -79,6 +79,8 @@ class JobContext:
     checkpoint_every: int = 20
     gpus: float = 0.0
     stop_event: threading.Event = field(default_factory=threading.Event)
+    saving: threading.Event = field(default_factory=threading.Event)   # saving, or lead_s before
+    lead_s: float = 0.0          # set `saving` this many seconds (by the step time) before the end
     stats: list = field(default_factory=list)
     checkpoints: list = field(default_factory=list)
     step: int = 0
@@ -205,6 +207,7 @@ class JobContext:
         total = self.total_steps(steps_per_epoch)
         self._spe = steps_per_epoch
         step = start
+        step_s = None                 # the last step's wall time (for lead_s)
         while step < total:
             if self._stop_agreed():
                 self.checkpoint(step, save)
@@ -215,8 +218,12 @@ class JobContext:
             self.step = step
             self._step_t0 = time.perf_counter()
             yield step
+            step_s = time.perf_counter() - self._step_t0
             step += 1
             self.step = step
+            if self.lead_s > 0 and (total - step) * step_s <= self.lead_s:
+                self.saving.set()     # the end is near: the runtime may preload the next job
+        self.saving.set()             # the saving phase: the runtime may preload the next job
         self.checkpoint(step, save)
 
     def close(self) -> None:
@@ -263,20 +270,42 @@ class JobContext:
 _LOADED: dict[tuple[str, float], Any] = {}
 
 
-def load_entry(entry: str) -> Callable[[Any], Any]:
-    """The `main` of a program file, or the function named by 'package.module:function'. A file
-    is executed once per worker process and version (its mtime): warm workers reuse it."""
+def load_module(entry: str) -> Any:
+    """The module of a program: a file is executed once per worker process and version (its
+    mtime), so warm workers reuse it; 'package.module:function' imports the module."""
     import importlib
     import importlib.util
-    if entry.endswith(".py"):
-        key = (entry, os.stat(entry).st_mtime)
-        mod = _LOADED.get(key)
-        if mod is None:
-            name = "dlsched_job_" + Path(entry).stem
-            spec = importlib.util.spec_from_file_location(name, entry)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            _LOADED[key] = mod
-        return getattr(mod, "main")
-    mod_name, fn = entry.split(":")
-    return getattr(importlib.import_module(mod_name), fn)
+    if not entry.endswith(".py"):
+        return importlib.import_module(entry.split(":")[0])
+    key = (entry, os.stat(entry).st_mtime)
+    mod = _LOADED.get(key)
+    if mod is None:
+        name = "dlsched_job_" + Path(entry).stem
+        spec = importlib.util.spec_from_file_location(name, entry)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _LOADED[key] = mod
+    return mod
+
+
+def load_entry(entry: str) -> Callable[[Any], Any]:
+    """The `main` of a program file, or the function named by 'package.module:function'."""
+    return getattr(load_module(entry), "main" if entry.endswith(".py") else entry.split(":")[1])
+
+
+def program_key(entry: str, args: dict | None) -> str:
+    """What a warm worker has loaded for a job: its program and the arguments its `prepare`
+    got (another dataset is another load)."""
+    return entry + "\n" + json.dumps(args or {}, sort_keys=True, default=str)
+
+
+def prepare_entry(entry: str, args: dict) -> bool:
+    """Load a program ahead of its run (the runtime's pre-scheduling): its module (its imports)
+    and, when the program defines `prepare(args)`, what that loads (its dataset, which the
+    program keeps in the process, so the run that follows in this warm worker finds it). True
+    when the program has a `prepare`."""
+    prep = getattr(load_module(entry), "prepare", None)
+    if prep is None:
+        return False
+    prep(args)
+    return True

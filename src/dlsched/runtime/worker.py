@@ -43,9 +43,47 @@ class RankWorker:
         self.result = None
         self.done = threading.Event()
         self.done.set()
+        self.preloads: dict[str, dict] = {}     # program_key -> {"done", "prepare", "s": seconds}
 
     def ping(self) -> dict:
         return {"pid": os.getpid(), "node": self.node}
+
+    def preload(self, entry: str, args: dict) -> bool:
+        """Load a program and its data ahead of its run (pre-scheduling, runtime/pool.py), in a
+        thread: returns at once. False when this worker has it already."""
+        from dlsched.runtime.sdk import program_key
+        key = program_key(entry, args)
+        if key in self.preloads:
+            return False
+        rec = self.preloads[key] = {"done": False, "prepare": False, "s": 0.0}
+
+        def run():
+            from dlsched.runtime.sdk import prepare_entry
+            t0 = time.perf_counter()
+            try:
+                rec["prepare"] = prepare_entry(entry, dict(args or {}))
+            except BaseException as e:        # the run itself will meet the error and report it
+                rec["error"] = f"{type(e).__name__}: {e}"
+            rec["s"] = time.perf_counter() - t0
+            rec["done"] = True
+        rec["thread"] = threading.Thread(target=run, daemon=True, name="dlsched-preload")
+        rec["thread"].start()
+        return True
+
+    def preloaded(self) -> dict:
+        return {e: {k: v for k, v in r.items() if k != "thread"} for e, r in self.preloads.items()}
+
+    def until_saving(self, run_id: str, timeout: float | None = None) -> bool:
+        """Block until the run's last step is done (its saving phase) or the run ends; True in
+        the first case."""
+        ctx = self.ctx
+        if run_id != self.run_id or ctx is None:
+            return False
+        end = None if timeout is None else time.monotonic() + timeout
+        while not ctx.saving.wait(0.2):
+            if self.done.is_set() or (end is not None and time.monotonic() > end):
+                return False
+        return True
 
     def address(self) -> tuple[str, int]:
         """This node's IP and a free TCP port, for the gang's rendezvous (rank 0)."""
@@ -74,10 +112,15 @@ class RankWorker:
         import contextlib
 
         from dlsched.runtime.joblogs import Capture
-        from dlsched.runtime.sdk import load_entry
+        from dlsched.runtime.sdk import load_entry, program_key
         ctx = self.ctx
         cap = (Capture(log_path, f"run {self.run_id} rank {ctx.rank} on {self.node} (pid {os.getpid()})")
                if log_path else contextlib.nullcontext())
+        key = program_key(entry, ctx.args)
+        pre = self.preloads.get(key)
+        if pre is not None and "thread" in pre:
+            pre["thread"].join()
+        self.preloads.setdefault(key, {"done": True, "prepare": False, "s": 0.0})
         try:
             with cap:
                 try:

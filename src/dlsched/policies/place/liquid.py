@@ -50,7 +50,8 @@ profile's params: `liquid: {prescheduling: true}`, for `liquid` and `liquid-imme
 job reaches its saving phase, the next job may be placed on its GPUs and run its launch phase
 (data and model transfer) while the first one saves. The scorer only asks for it: the instance
 then needs the backend capability `prescheduling`, which the simulator carries out
-(dlsched.sim.phases) and the real runtime lacks, so a runtime refuses such a profile at start.
+(dlsched.sim.phases) and so does the real runtime (dlsched.runtime.runs: the next jobs'
+programs and data are loaded into the warm workers of a saving job's nodes).
 The placement itself is unchanged: the GPUs of a saving job are simply free in the snapshot.
 """
 from __future__ import annotations
