@@ -18,31 +18,36 @@ server` (fifo), and the shipped examples, each at batch sizes 16, 32, 64 and 128
 Both with a hidden layer of HIDDEN units (the examples' `hidden` argument: about 170,000 and
 300,000 parameters, 0.7 and 1.2 MB exchanged per step), so that a step's compute and its
 exchange are both visible on a CPU. The jobs run one at a time (nothing else on the cluster),
-for two epochs each: the first warms up (process group, allocator, first iterations), the
-second is measured.
+WARM_STEPS + MEASURED_STEPS steps each (a fraction of an epoch at small batches, a few epochs at
+large ones), REPEATS runs per point in passes of alternating order.
 
 Epoch time, from the runtime's own records (the store's step records, written by rank 0 after
-each step): steps per epoch (the records' epoch numbers) x the median wall time between
-consecutive records of the second epoch (a step, its exchange, the runtime's per-step stop-flag
-all-reduce). The median keeps a moment's CPU theft by other programs on a shared machine out;
-the second epoch's own wall time (last record - the first epoch's last) is in the table too.
+each step): steps per epoch x the step time, the QUANTILE of the measured steps' wall times
+(record to record: the step, its exchange, the runtime's per-step stop-flag all-reduce), pooled
+over the point's runs. A low quantile, not the mean: the machine has 2 cores that other programs
+share, and a step the OS took the CPU from says nothing about the step; the epoch times of the
+median and of the mean are in results.csv (the median's in the table too). Steps per epoch are
+the example's samples // batch, checked against the records' epoch numbers.
 
 The speed model (dlsched.workload.speed), calibrated from the same runs per example: its step
 time is overhead + (global batch / workers) x per-sample time + exchange (overlap 0: the
-examples do not overlap their exchange with compute on a CPU). The three unknowns, overhead_s,
-sample_s and exchange_s, are fitted to the eight measured step times at once (non-negative least
-squares on relative errors), into a ModelProfile (overhead_ms, ms_per_sample, param_mb: the
-model's real size) and a cluster whose NIC bandwidth is the effective one that makes the
-exchange take exchange_s (as the `pollux` preset's NICs: fitted, not nominal; on loopback the
-exchange is mostly the collectives' latency). Each point is then a one-job workload run by the
-simulator (dlsched.simulate, fifo: each worker and the PS on its own node), one epoch of
-iterations; its JCT is the predicted epoch time.
+examples do not overlap their exchange with compute on a CPU). One straight line in the batch
+per mode (`fit_speed`): alone gives the overhead and the per-sample time; distributed, on top of
+that overhead, its own per-sample time and the exchange. The distributed per-sample time is the
+larger (`contention`, 2-3x here): the workers and the PS of a job compete for the 2 cores, which
+GPU workers would not; the simulator gets it as the model's per-sample time. Each mode is a
+ModelProfile (overhead_ms, ms_per_sample, param_mb: the model's real size), and the cluster's
+NIC bandwidth is the effective one that makes the exchange take its fitted time (as the `pollux`
+preset's NICs: fitted, not nominal; on loopback the exchange is mostly the collectives'
+latency). Each point is then a one-job workload run by the simulator (dlsched.simulate, fifo:
+each worker and the PS on its own node), one epoch of iterations; its JCT is the predicted epoch
+time.
 
-Checks: per example, the simulated epoch within TOLERANCE of the measured at every point; the
-distributed epoch time falls at every doubling of the batch (the seed's trend), measured and
-simulated; the distributed slowdown over alone shrinks as the batch grows; alone varies less
-with the batch than distributed (the seed's "stable regardless of batch size"). About 3
-minutes. `--seeds` is ignored (one run per point).
+Checks: per example, every run finished; the simulated epoch within TOLERANCE of the measured at
+every point; the distributed epoch time falls at every doubling of the batch (the seed's trend),
+measured and simulated; distributed is slowest against alone at the smallest batch and the gap
+narrows as the batch grows; alone varies less with the batch than distributed (the seed's
+"stable regardless of batch size"). About 3 minutes. `--seeds` is ignored.
 """
 from __future__ import annotations
 
@@ -209,22 +214,37 @@ def run_real(address: str, runs: list[tuple[str, str, int]], log=print, keep: Pa
 
 # -- the speed model, calibrated -----------------------------------------------------------------
 
-def fit_speed(points: list[dict]) -> dict:
-    """overhead_s, sample_s, exchange_s of one example's speed model: step time =
-    overhead + batch / workers x sample + (exchange if distributed), non-negative least squares
-    on relative errors over its measured points."""
+def _nnls_rel(A: np.ndarray, y: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Non-negative least squares relative to the step times t: min sum ((A x - y) / t)^2, x >= 0."""
     from scipy.optimize import nnls
-    pts = [p for p in points if p.get("step_s")]
-    if len(pts) < 3:
-        raise ValueError(f"{len(pts)} measured points: at least 3 are needed to fit 3 unknowns")
-    A = np.array([[1.0, p["batch"] / p["workers"], 1.0 if p["workers"] > 1 or p["ps"] else 0.0] for p in pts])
-    t = np.array([p["step_s"] for p in pts])
-    theta, _ = nnls(A / t[:, None], np.ones(len(pts)))
-    return {"overhead_s": float(theta[0]), "sample_s": float(theta[1]), "exchange_s": float(theta[2])}
+    return nnls(A / t[:, None], y / t)[0]
 
 
-def model_name(example: str) -> str:
-    return f"seed000-batch-{example}"
+def fit_speed(points: list[dict]) -> dict:
+    """One example's speed model, fitted to its measured step times (relative errors, every
+    unknown >= 0), one straight line in the batch size per mode, step = a + c x batch:
+    - alone: overhead_s + batch x sample_s;
+    - distributed: overhead_s (alone's) + batch / workers x dist_sample_s + exchange_s.
+    dist_sample_s / sample_s (`contention`) is how much slower a worker computes a sample when
+    the job's ranks run at once: on a machine of 2 cores shared with other programs, the
+    workers and the PS compete for them (a GPU job's workers would not)."""
+    alone = [p for p in points if p.get("step_s") and p["mode"] == "alone"]
+    dist = [p for p in points if p.get("step_s") and p["mode"] == "distributed"]
+    if len(alone) < 2 or len(dist) < 2:
+        raise ValueError(f"{len(alone)} alone and {len(dist)} distributed points measured: 2 of each are needed")
+    t = np.array([p["step_s"] for p in alone])
+    over, sample = _nnls_rel(np.array([[1.0, p["batch"]] for p in alone]), t, t)
+    t = np.array([p["step_s"] for p in dist])
+    # the distributed step less alone's overhead, relative to the whole step
+    dsample, exchange = _nnls_rel(np.array([[p["batch"] / p["workers"], 1.0] for p in dist]), t - over, t)
+    return {"overhead_s": float(over), "sample_s": float(sample), "dist_sample_s": float(dsample),
+            "exchange_s": float(exchange), "contention": float(dsample / sample) if sample > 0 else float("nan")}
+
+
+def model_name(example: str, mode: str) -> str:
+    """The simulated job's model: one profile per example and mode (the runtime's jobs carry the
+    model `example-mode` too)."""
+    return f"seed000-batch-{example}-{mode}"
 
 
 def sim_cluster(example: str, nic_gbps: float):
@@ -240,49 +260,50 @@ def sim_cluster(example: str, nic_gbps: float):
 
 
 def calibrated(example: str, fit: dict, hidden: int = HIDDEN):
-    """(ModelProfile, Cluster) of the fit: the model with the fitted overhead and per-sample time
-    on GPU_TYPE and its real size (4-byte parameters); the cluster's NICs as fast as makes the
-    distributed exchange take exchange_s (the busiest link's bytes per step, from the speed
-    model itself, over exchange_s)."""
+    """({model name: ModelProfile}, Cluster) of the fit: per mode, the model with the fitted
+    overhead and per-sample time on GPU_TYPE and its real size (4-byte parameters); the
+    cluster's NICs as fast as makes the distributed exchange take exchange_s (the busiest link's
+    bytes per step, from the speed model itself, over exchange_s)."""
     from dlsched.core.types import Role, TaskPlacement
     from dlsched.workload.models import ModelProfile
     from dlsched.workload.speed import GBPS, SpeedModel, SpeedParams
-    prof = ModelProfile(model_name(example), param_mb=4.0 * param_count(example, hidden) / 1e6,
-                        ms_per_sample=1000.0 * fit["sample_s"], overhead_ms=1000.0 * fit["overhead_s"],
-                        overlap=0.0, default_batch=max(BATCHES),
-                        ms_per_sample_by_gpu={GPU_TYPE: 1000.0 * fit["sample_s"]})
+    models = {}
+    for mode, key in (("alone", "sample_s"), ("distributed", "dist_sample_s")):
+        models[model_name(example, mode)] = ModelProfile(
+            model_name(example, mode), param_mb=4.0 * param_count(example, hidden) / 1e6,
+            ms_per_sample=1000.0 * fit[key], overhead_ms=1000.0 * fit["overhead_s"], overlap=0.0,
+            default_batch=max(BATCHES), ms_per_sample_by_gpu={GPU_TYPE: 1000.0 * fit[key]})
     job = sim_job(example, "distributed", max(BATCHES), 1)
     workers = iter(range(DIST_WORKERS))
     placements = tuple(TaskPlacement(t.index, next(workers), (0,)) if t.role is Role.WORKER
                        else TaskPlacement(t.index, DIST_WORKERS) for t in job.tasks)
-    comm = SpeedModel(sim_cluster(example, 1.0), SpeedParams(models={prof.name: prof}, measured=False)
-                      ).profile(job, placements)
+    comm = SpeedModel(sim_cluster(example, 1.0), SpeedParams(models=models, measured=False)).profile(job, placements)
     busiest = max(comm.link_bytes.values(), default=0.0)
     nic = busiest / fit["exchange_s"] / GBPS if fit["exchange_s"] > 0 and busiest > 0 else 1e6
-    return prof, sim_cluster(example, nic)
+    return models, sim_cluster(example, nic)
 
 
 def sim_job(example: str, mode: str, batch: int, iterations: int):
+    """The run as the simulator's job (the runtime's own spec -> JobSpec), `iterations` steps."""
     from dlsched.runtime.spec import RuntimeJobSpec
-    spec = {k: v for k, v in job_spec(example, mode, batch).items() if k != "epochs"}
-    spec.update(iterations=int(iterations), model=model_name(example))
+    spec = job_spec(example, mode, batch)
+    spec.update(iterations=int(iterations), model=model_name(example, mode))
     return RuntimeJobSpec(**spec).to_jobspec(f"{example}-{mode}-{batch}", 0.0)
 
 
 def predict(example: str, fit: dict, points: list[dict]) -> dict[tuple[str, int], float]:
     """(mode, batch) -> the simulated epoch time: a one-job workload of one epoch's iterations
-    through dlsched.simulate on the calibrated model and cluster (fifo)."""
+    through dlsched.simulate on the calibrated models and cluster (fifo); its JCT."""
     from dlsched.api import simulate
     from dlsched.workload.speed import SpeedParams
-    prof, cl = calibrated(example, fit)
-    speed = SpeedParams(models={prof.name: prof}, measured=False)
+    models, cl = calibrated(example, fit)
+    speed = SpeedParams(models=models, measured=False)
     out = {}
     for p in points:
         if not p.get("steps_per_epoch"):
             continue
         res = simulate(cl, [sim_job(example, p["mode"], p["batch"], p["steps_per_epoch"])], "fifo", speed=speed)
-        jct = res.jobs["jct_s"].iloc[0]
-        out[(p["mode"], p["batch"])] = float(jct)
+        out[(p["mode"], p["batch"])] = float(res.jobs["jct_s"].iloc[0])
     return out
 
 
@@ -360,10 +381,11 @@ def compare(points: list[dict], sims: dict[str, dict], fits: dict[str, dict]) ->
         published.append({"example": e, "mode": "speed model", "batch": "fit",
                           "seed 000 (AlexNet, s/epoch)": (f"16 vs 128: {PUBLISHED_DIST_S[16] / PUBLISHED_DIST_S[128]:.1f}x"
                                                           if e == "ps" else ""),
-                          "epoch (ours)": "", "step": f"{1000 * f['overhead_s']:.2f} ms + batch / workers x "
-                                                      f"{1000 * f['sample_s']:.4f} ms",
-                          "epoch, median step": "", "simulated epoch": f"+ exchange {1000 * f['exchange_s']:.2f} ms",
-                          "deviation": f"NIC {f.get('nic_gbps', float('nan')):.2f} Gbps"})
+                          "epoch (ours)": f"alone: {1000 * f['overhead_s']:.2f} ms + batch x {1000 * f['sample_s']:.4f} ms",
+                          "step": f"distributed: + batch / {DIST_WORKERS} x {1000 * f['dist_sample_s']:.4f} ms",
+                          "epoch, median step": f"+ exchange {1000 * f['exchange_s']:.2f} ms",
+                          "simulated epoch": f"NIC {f.get('nic_gbps', float('nan')):.2f} Gbps",
+                          "deviation": f"contention {f['contention']:.2f}x"})
     res = ExperimentResult("seed000-batch-size", TITLE, rows, published, checks, results={},
                            extra={"points": points, "fits": fits, "tolerance": TOLERANCE, "quantile": QUANTILE,
                                   "simulated": {e: {f"{m}/{b}": v for (m, b), v in sv.items()} for e, sv in sims.items()},
