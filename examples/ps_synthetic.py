@@ -2,10 +2,14 @@
 ranks that own them and pull the updated parameters back (torch.distributed, gloo).
 
 Ranks 0..W-1 are workers, W..W+P-1 parameter servers. Parameter tensor i belongs to PS
-i mod P. Each step every worker computes the gradient of its slice of the global mini-batch;
-`reduce(grad_i, dst=owner)` is the push (the owner receives the sum), the owner applies SGD with
-momentum (its momentum buffers live only there), and `broadcast(param_i, src=owner)` is the pull.
-args: lr (0.05), seed (0), delay_s (0: extra seconds per step, as in allreduce_digits.py).
+i mod P (with `ps: 0`, to worker 0: one worker alone is plain, non-distributed training, its
+collectives those of a world of one). Each step every worker computes the gradient of its slice
+of the global mini-batch; `reduce(grad_i, dst=owner)` is the push (the owner receives the sum),
+the owner applies SGD with momentum (its momentum buffers live only there), and
+`broadcast(param_i, src=owner)` is the pull.
+args: lr (0.05), seed (0), hidden (64: the hidden layer's width; the model has
+hidden x (D + C + 1) + C parameters, and every step pushes and pulls all of them), delay_s (0:
+extra seconds per step, as in allreduce_digits.py).
 A checkpoint gathers the owners' momentum buffers on rank 0, so it restores under any number of
 workers or parameter servers.
 """
@@ -35,11 +39,13 @@ def main(ctx):
     seed = int(ctx.args.get("seed", 0))
     lr, mu = float(ctx.args.get("lr", 0.05)), 0.9
     delay_s = float(ctx.args.get("delay_s", 0.0))
+    hidden = int(ctx.args.get("hidden", 64))
     x, y = make_data(seed)
     torch.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(D, 64), nn.Tanh(), nn.Linear(64, C))
+    model = nn.Sequential(nn.Linear(D, hidden), nn.Tanh(), nn.Linear(hidden, C))
     params = list(model.parameters())
-    owner = [ctx.ps_ranks[i % len(ctx.ps_ranks)] for i in range(len(params))]
+    servers = ctx.ps_ranks or ctx.worker_ranks[:1]
+    owner = [servers[i % len(servers)] for i in range(len(params))]
     bufs = [torch.zeros_like(p) for p in params]
     start = 0
     state = ctx.restore()

@@ -325,22 +325,23 @@ def experiment_cmd(
     show = [k for k in ("mean_jct_s", "makespan_s", "mean_wait_s", "nic_bytes", "gpu_util", "sched_time_s",
                         "mean_gpus_requested", "mean_gpus_held", "gpu_h_held")
             if k in res.rows[0]]
-    t = Table(title=f"{res.title}: mean ± std over {res.rows[0]['seeds']} seeds")
-    for col in (["group"] if any(r["group"] for r in res.rows) else []) + ["policy"] + show:
-        t.add_column(col, justify="left" if col in ("group", "policy") else "right")
-    for r in res.rows:
-        cells = ([r["group"]] if any(x["group"] for x in res.rows) else []) + [r["policy"]]
-        for k in show:
-            m, sd = r.get(k, float("nan")), r.get(f"{k}_std", float("nan"))
-            scale = 1e9 if k == "nic_bytes" else 1.0
-            unit = " GB" if k == "nic_bytes" else ""
-            cells.append(f"{m / scale:,.2f} ± {sd / scale:,.2f}{unit}"
-                         if k in ("gpu_util", "sched_time_s", "mean_gpus_requested", "mean_gpus_held")
-                         else f"{m / scale:,.0f} ± {sd / scale:,.0f}{unit}")
-        t.add_row(*cells)
-    con.print(t)
+    if show:        # (an experiment without run summaries, e.g. seed000-batch-size: its table below)
+        t = Table(title=f"{res.title}: mean ± std over {res.rows[0]['seeds']} seeds")
+        for col in (["group"] if any(r["group"] for r in res.rows) else []) + ["policy"] + show:
+            t.add_column(col, justify="left" if col in ("group", "policy") else "right")
+        for r in res.rows:
+            cells = ([r["group"]] if any(x["group"] for x in res.rows) else []) + [r["policy"]]
+            for k in show:
+                m, sd = r.get(k, float("nan")), r.get(f"{k}_std", float("nan"))
+                scale = 1e9 if k == "nic_bytes" else 1.0
+                unit = " GB" if k == "nic_bytes" else ""
+                cells.append(f"{m / scale:,.2f} ± {sd / scale:,.2f}{unit}"
+                             if k in ("gpu_util", "sched_time_s", "mean_gpus_requested", "mean_gpus_held")
+                             else f"{m / scale:,.0f} ± {sd / scale:,.0f}{unit}")
+            t.add_row(*cells)
+        con.print(t)
     if res.published:
-        p = Table(title="published beside ours")
+        p = Table(title="published beside ours" if show else f"{res.title}: published beside ours")
         for col in res.published[0]:
             p.add_column(str(col))
         for row in res.published:

@@ -77,13 +77,23 @@ class SpeedParams:
     overlap: float | None = None   # overrides every model's overlap when set
     # Measured speeds for the Pollux applications (workload/measured.py); False: analytic model.
     measured: bool = True
+    # Model profiles by (lower-case) name, looked up before the zoo: a model the zoo does not
+    # have, e.g. one whose per-sample time, overhead and size were fitted to a runtime's
+    # measurements (experiment seed000-batch-size).
+    models: dict = field(default_factory=dict)
+
+    def model(self, name: str | None) -> ModelProfile | None:
+        """The profile of model `name`: this run's own (`models`), else the zoo's."""
+        if name is not None and str(name).lower() in self.models:
+            return self.models[str(name).lower()]
+        return get_model(name)
 
     def factor(self, model: str | None, other: str | None) -> float:
         m, o = model or "*", other or "*"
         for key in ((m, o), (m, "*"), ("*", o), ("*", "*")):
             if key in self.interference:
                 return float(self.interference[key])
-        pm, po = get_model(model), get_model(other)
+        pm, po = self.model(model), self.model(other)
         if pm is None or po is None:
             return UNKNOWN_FACTOR
         return CONTENTION * min(1.0, 1.0 / (pm.gpu_util + po.gpu_util))
@@ -191,7 +201,7 @@ class SpeedModel:
                 tasks: tuple | None = None) -> JobComm | None:
         """None when the job's speed does not depend on placement (no model, or not a DL job).
         `tasks`: the job's current tasks when a Resize changed them (default: as submitted)."""
-        model = get_model(job.model)
+        model = self.params.model(job.model)
         if model is None or job.kind != "dl" or not placements:
             return None
         tasks = job.tasks if tasks is None else tasks
