@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 
 from dlsched.core.types import Launch, Plan, TaskPlacement
-from dlsched.runtime.runs import _Run
+from dlsched.runtime.runs import SAVING, _Run
 from dlsched.runtime.sdk import clean_checkpoints
 from dlsched.scheduler import events as ev
 
@@ -120,4 +120,6 @@ class RecoveryMixin:
         with self._wlock:
             for tp, h in zip(pls, hs):
                 self._waits[h.wait.remote(run_id)] = (job_id, run_id, tp.task)
+            if self.prescheduling:
+                self._waits[hs[0].until_saving.remote(run_id)] = (job_id, run_id, SAVING)
         return True

@@ -492,6 +492,7 @@ class Server:
         if not self.backend.gpu_slots:
             log.info("GPU sharing is off: %s", self.backend.no_slots_reason())
         self.scheduler.check_backend(self.backend)    # a profile that needs more is refused here
+        self.backend.use_capabilities(profile.needs())   # before recovery: re-attached runs too
         from dlsched.runtime.metrics import Metrics
         self.metrics = Metrics(self.store, self.backend, self.scheduler)   # recovery's changes count
         counts = self.backend.recover(self.scheduler)
