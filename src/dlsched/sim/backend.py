@@ -34,7 +34,7 @@ from dlsched.sim.engine import (P_ARRIVAL, P_FINISH, P_NODE, P_RATE, P_TICK, Eve
                                 Finish, NodeChange, RateChange, SaveDone, TaskDone, Tick)
 from dlsched.sim.run import JobRun
 from dlsched.workload.loss import observed_loss
-from dlsched.sim.network import NetShares
+from dlsched.sim.network import net_shares
 from dlsched.workload.speed import SpeedModel, SpeedParams
 
 
@@ -69,7 +69,7 @@ class SimBackend:
         self.runs: dict[str, JobRun] = {}
         self._gpu_jobs: dict[tuple[int, int], list[str]] = {}
         self._touched: set[str] = set()
-        self.net = NetShares(self.speed.link_capacity)   # running jobs on shared links, their shares
+        self.net = net_shares(self.speed.link_capacity)   # running jobs on shared links, their shares
         self._net_dirty: set[str] = set()         # jobs whose flow may have changed
         self._effective = 0.0
         self._eff_gpu_s = 0.0      # integral of _effective up to _eff_t (exact, between samples too)
