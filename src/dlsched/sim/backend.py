@@ -465,10 +465,14 @@ class SimBackend:
                                           self.speed.params.factor)
 
     def _target_rate(self, r: JobRun, shares) -> float:
+        r.factor = None
         if r.finished or r.saving or not r.whole or r.spec.kind != "dl" or self._now < r.restart_until:
             return 0.0
         base = 1.0 if r.prof is None else r.prof.rate(shares if r.prof.link_bytes else {})
-        return base * self._interference(r)
+        f = self._interference(r)
+        if shares is not None:
+            r.factor = f     # kept for the re-rates that only a re-share causes (_refresh)
+        return base * f
 
     def _refresh(self) -> None:
         """Bring every touched job's rate up to date (and all link-sharing jobs if needed)."""
@@ -504,6 +508,7 @@ class SimBackend:
             else:
                 self._partial_jobs.discard(jid)
         todo = self._touched
+        changed: dict[str, float] = {}
         if self._net_dirty:
             # Flows: jobs that use shared links and are not restarting. Only the components
             # of the links they change are re-shared, and only jobs whose share moved re-rated.
@@ -513,9 +518,17 @@ class SimBackend:
                 use = (not r.finished and not r.saving and r.prof is not None and r.prof.link_bytes
                        and now >= r.restart_until)
                 changes[jid] = self.speed.solver_links(r.prof) if use else None
-            todo = todo | self.net.update(changes).keys()
+            changed = self.net.update(changes)
+            todo = todo | changed.keys()
+        touched = self._touched
         for jid in sorted(todo):
             r = self.runs[jid]
+            if r.factor is not None and jid not in touched:
+                # Only its share moved (a job whose placement, co-runners or state changed is
+                # touched): its interference factor is the one last computed, and its rate is
+                # rate(shares) * factor for one share on every link, as JobComm.rate_at computes.
+                self._set_rate(r, r.prof.rate_at(changed[jid]) * r.factor, now)
+                continue
             job_shares = None
             if r.prof is not None and r.prof.link_bytes:
                 s = self.net.share(jid)   # the flow's rate, on every link it crosses
