@@ -25,6 +25,8 @@ iteration and the job's finish.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from dlsched.cluster.state import ClusterState, Snapshot
 from dlsched.cluster.topology import Cluster
 from dlsched.core.types import GPU, JobSpec, Launch, Migrate, Plan, Resize, Resume, Suspend, TaskPlacement
@@ -84,8 +86,18 @@ class SimBackend:
         # GPU slot -> end of the saving phase on it.
         self.prescheduling = bool(prescheduling)
         self._saving_until: dict[tuple[int, int], float] = {}
-        for job in jobs:
-            self.heap.push(float(job.submit_time_s), P_ARRIVAL, Arrive(job))
+        # Arrivals are fed one at a time, in (time, list position) order, each with the sequence
+        # number it had when every arrival was pushed at the start: the heap holds what is
+        # running, not a million future arrivals (EventHeap.reserve).
+        self._jobs = list(jobs)
+        times = np.array([float(job.submit_time_s) for job in self._jobs], dtype=np.float64)
+        self._arr_times = times
+        self._arr_order = np.argsort(times, kind="stable")
+        self._arr_seq0 = self.heap.reserve(len(self._jobs))
+        self._arr_next = 0
+        self._arr_event: Arrive | None = None
+        self._feed_arrival()
+        self._ghost_t = -np.inf    # the latest deferred finish never pushed (see _push_finish)
         for t, node, up in node_events:
             self.heap.push(float(t), P_NODE, NodeChange(int(node), bool(up)))
 
@@ -161,8 +173,21 @@ class SimBackend:
                     break
         if not out:
             self._refresh()
+            # Every entry pushed is popped by now, and the clock stops at the latest: one a
+            # deferred finish would have been, had it been pushed (_push_finish).
+            if self._ghost_t > self._now:
+                self._now = self._ghost_t
             return None
         return out
+
+    def _feed_arrival(self) -> None:
+        """Push the next arrival (see __init__)."""
+        i = self._arr_next
+        if i < len(self._arr_order):
+            k = int(self._arr_order[i])
+            self._arr_next = i + 1
+            e = self._arr_event = Arrive(self._jobs[k])
+            self.heap.push_seq(float(self._arr_times[k]), P_ARRIVAL, self._arr_seq0 + k, e)
 
     def apply(self, plan: Plan) -> None:
         now = self._now
@@ -221,6 +246,18 @@ class SimBackend:
         now = self._now
         if isinstance(e, Finish):
             r = self.runs.get(e.job_id)
+            if r is not None and e is r.fin_ev:
+                r.fin_ev = None
+                d = r.deferred
+                if d is not None:         # a later finish waited for this entry (_push_finish)
+                    r.deferred = None
+                    t, seq, version = d
+                    if version == r.version:
+                        r.fin_ev = Finish(e.job_id, version)
+                        r.fin_at = t
+                        self.heap.push_seq(t, P_FINISH, seq, r.fin_ev)
+                    elif t > self._ghost_t:
+                        self._ghost_t = t
             if r is None or r.finished or e.version != r.version:
                 return  # stale
             self._advance(r, now)
@@ -248,6 +285,8 @@ class SimBackend:
                 self.log.append((now, "finish", r.spec.job_id, ""))
                 out.append(ev.JobFinish(now, r.spec.job_id))
         elif isinstance(e, Arrive):
+            if e is self._arr_event:
+                self._feed_arrival()
             job = e.job
             work = job.iterations if job.iterations is not None else (job.duration_s or 0.0)
             self.runs[job.job_id] = JobRun(job, job.tasks, float(work), last_t=now)
@@ -446,9 +485,30 @@ class SimBackend:
         if rate > 0:
             if r.first_progress_s is None:
                 r.first_progress_s = now
-            self.heap.push(now + max(r.remaining, 0.0) / rate, P_FINISH, Finish(r.spec.job_id, r.version))
+            self._push_finish(r, now + max(r.remaining, 0.0) / rate)
         if self.record_rates:
             self.log.append((now, "rate", r.spec.job_id, f"{rate:.9g}"))
+
+    def _push_finish(self, r: JobRun, t: float) -> None:
+        """The job's finish entry for its current version at time t. A re-rated job's earlier
+        entries are stale; most re-rates slow a job down (a new flow on its links), and an entry
+        at or after the job's live one waits outside the heap: it is pushed, with the sequence
+        number taken now, when the live one pops (stale). So the heap pops the same events in
+        the same order as if every entry were pushed at once, without a push and a stale pop
+        per re-rate. A waiting entry that goes stale is never pushed; its time still counts
+        where the clock ends (poll)."""
+        seq = self.heap.reserve()
+        d = r.deferred
+        if d is not None:
+            r.deferred = None
+            if d[0] > self._ghost_t:
+                self._ghost_t = d[0]
+        if r.fin_ev is not None and r.fin_at <= t:
+            r.deferred = (t, seq, r.version)
+        else:
+            r.fin_ev = Finish(r.spec.job_id, r.version)
+            r.fin_at = t
+            self.heap.push_seq(t, P_FINISH, seq, r.fin_ev)
 
     def _interference(self, r: JobRun) -> float:
         if not self._gpu_jobs:

@@ -75,6 +75,19 @@ class EventHeap:
         heapq.heappush(self._heap, (time, priority, self._seq, event))
         self._seq += 1
 
+    def reserve(self, n: int = 1) -> int:
+        """Take the next n sequence numbers without pushing (the first is returned): an entry
+        pushed later with `push_seq` and one of them pops exactly where it would have popped had
+        it been pushed now (its key is the same), provided it is in the heap before its key is
+        reached. SimBackend keeps the jobs' arrivals and its deferred finishes out of the heap
+        this way."""
+        seq = self._seq
+        self._seq += n
+        return seq
+
+    def push_seq(self, time: float, priority: int, seq: int, event: Any) -> None:
+        heapq.heappush(self._heap, (time, priority, seq, event))
+
     def pop(self) -> tuple[float, int, int, Any]:
         return heapq.heappop(self._heap)
 

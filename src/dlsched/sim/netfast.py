@@ -233,7 +233,8 @@ def _update_py(cap, users, nusers, flinks, nlinks, rate, has_rate, bneck, rem, a
     add_links[add_off[i]:add_off[i + 1]]), re-share the region they reach. Writes the flows
     whose rate changed into out_slot/out_rate and returns how many; -1 when a link's user list
     is full (nothing changed: the caller grows `users` and calls again). `gen` is the first
-    fresh generation for the scratch marks; counters[0] gets the next one."""
+    fresh generation for the scratch marks; counters[0] gets the next one; counters[1:4] add up
+    the regions' flows, the solves and the re-shares (statistics)."""
     U = users.shape[1]
     # room first, so that nothing changes unless everything fits
     gen0 = gen
@@ -295,7 +296,9 @@ def _update_py(cap, users, nusers, flinks, nlinks, rate, has_rate, bneck, rem, a
                 in_reg[f] = stamp
                 region[nreg] = f
                 nreg += 1
+    solves = 0
     while True:
+        solves += 1
         lgen = gen
         gen += 1
         nl = _solve(cap, users, nusers, flinks, nlinks, rate, in_reg, stamp, region, nreg,
@@ -331,6 +334,9 @@ def _update_py(cap, users, nusers, flinks, nlinks, rate, has_rate, bneck, rem, a
                 out_rate[nout] = r
                 nout += 1
     counters[0] = gen
+    counters[1] += nreg
+    counters[2] += solves
+    counters[3] += 1
     return nout
 
 
@@ -358,7 +364,7 @@ class FastNetShares:
         self._remaining = np.zeros(L, dtype=np.float64)
         self._count = np.zeros(L, dtype=np.int64)
         self._reglinks = np.zeros(L, dtype=np.int64)
-        self._counters = np.zeros(1, dtype=np.int64)
+        self._counters = np.zeros(4, dtype=np.int64)   # next generation; region flows, solves, re-shares
         self._F = 0
         self._K = 4
         self._flinks = np.zeros((0, self._K), dtype=np.int64)

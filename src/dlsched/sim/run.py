@@ -50,6 +50,11 @@ class JobRun:
     # its interference factor when its rate was last computed with link shares (None: it must be
     # computed again); SimBackend._refresh re-rates a job that only a re-share moved from it
     factor: float | None = None
+    # its live finish entry in the event heap and its time (None: none pushed since the last
+    # one popped), and a later one waiting for it to pop: (time, seq, version) (_push_finish)
+    fin_ev: object = None
+    fin_at: float = 0.0
+    deferred: tuple | None = None
 
     @property
     def whole(self) -> bool:
