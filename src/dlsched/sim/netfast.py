@@ -45,11 +45,15 @@ def available() -> bool:
             _missing = True
             return False
         jit = numba.njit(cache=True, nogil=True)
-        global _push, _pop, _link_state, _bottlenecked, _solve, _violations
-        _push = jit(_push)
-        _pop = jit(_pop)
-        _link_state = jit(_link_state)
-        _bottlenecked = jit(_bottlenecked)
+        # the helpers are inlined: a call that passes arrays costs their reference counts
+        small = numba.njit(cache=True, nogil=True, inline="always")
+        global _sift_up, _sift_down, _heap_set, _heap_remove, _link_state, _bottlenecked, _solve, _violations
+        _sift_up = small(_sift_up)
+        _sift_down = small(_sift_down)
+        _heap_set = small(_heap_set)
+        _heap_remove = small(_heap_remove)
+        _link_state = small(_link_state)
+        _bottlenecked = small(_bottlenecked)
         _solve = jit(_solve)
         _violations = jit(_violations)
         _kernel = jit(_update_py)
@@ -57,30 +61,28 @@ def available() -> bool:
 
 
 # -- the kernel (plain Python functions, compiled by available()) ---------------------------------
-def _push(hs, hl, size, s, link):
-    """Push (s, link) on the heap hs/hl of `size` entries; ordered as Python's tuples are."""
-    i = size
+def _sift_up(hs, hl, hpos, i):
+    """Move heap entry i (key hs[i], link hl[i]) up to its place; (key, link) ordered as
+    Python's tuples are. hpos[link] follows each link's position."""
+    s = hs[i]
+    link = hl[i]
     while i > 0:
         p = (i - 1) >> 1
-        ps = hs[p]
-        if ps < s or (ps == s and hl[p] <= link):
+        if hs[p] < s or (hs[p] == s and hl[p] < link):
             break
-        hs[i] = ps
+        hs[i] = hs[p]
         hl[i] = hl[p]
+        hpos[hl[i]] = i
         i = p
     hs[i] = s
     hl[i] = link
-    return size + 1
+    hpos[link] = i
+    return i
 
 
-def _pop(hs, hl, size):
-    """Remove the smallest entry (hs[0], hl[0], read before the call); returns the new size."""
-    size -= 1
-    if size == 0:
-        return 0
-    s = hs[size]
-    link = hl[size]
-    i = 0
+def _sift_down(hs, hl, hpos, i, size):
+    s = hs[i]
+    link = hl[i]
     while True:
         c = 2 * i + 1
         if c >= size:
@@ -90,16 +92,39 @@ def _pop(hs, hl, size):
         if hs[c] < s or (hs[c] == s and hl[c] < link):
             hs[i] = hs[c]
             hl[i] = hl[c]
+            hpos[hl[i]] = i
             i = c
         else:
             break
     hs[i] = s
     hl[i] = link
+    hpos[link] = i
+
+
+def _heap_set(hs, hl, hpos, size, link, key):
+    """Give `link` (in the heap) a new key."""
+    i = hpos[link]
+    hs[i] = key
+    if _sift_up(hs, hl, hpos, i) == i:
+        _sift_down(hs, hl, hpos, i, size)
+
+
+def _heap_remove(hs, hl, hpos, size, link):
+    """Take `link` out of the heap; returns the new size."""
+    i = hpos[link]
+    hpos[link] = -1
+    size -= 1
+    if i != size:
+        hs[i] = hs[size]
+        hl[i] = hl[size]
+        hpos[hl[i]] = i
+        if _sift_up(hs, hl, hpos, i) == i:
+            _sift_down(hs, hl, hpos, i, size)
     return size
 
 
 def _solve(cap, users, nusers, flinks, nlinks, rate, in_reg, stamp, region, nreg,
-           lmark, lgen, reglinks, remaining, count, new, frozen_at, fmark, hs, hl):
+           lmark, lgen, reglinks, remaining, count, new, frozen_at, fmark, hs, hl, hpos):
     """NetShares._solve + speed.max_min_shares: the region's max-min shares in what the flows
     outside leave of each link. Marks the region's links with lgen (lmark) and lists them in
     reglinks; returns how many."""
@@ -121,17 +146,21 @@ def _solve(cap, users, nusers, flinks, nlinks, rate, in_reg, stamp, region, nreg
                 remaining[link] = left if left > 0.0 else 0.0
                 count[link] = 0
             count[link] += 1
+    # Progressive filling over an indexed heap: one entry per link, keyed (remaining / count,
+    # link), re-keyed when a flow on it freezes elsewhere and taken out when its last flow
+    # does. It pops the same links in the same order as speed.max_min_shares' heap of stale
+    # entries, which pops the least current key (a stale entry fails its equality test).
     size = 0
     for i in range(nl):
         link = reglinks[i]
-        size = _push(hs, hl, size, remaining[link] / count[link], link)
+        hs[size] = remaining[link] / count[link]
+        hl[size] = link
+        _sift_up(hs, hl, hpos, size)
+        size += 1
     while size > 0:
         share = hs[0]
         link = hl[0]
-        size = _pop(hs, hl, size)
-        n = count[link]
-        if n == 0 or share != remaining[link] / n:
-            continue   # stale: the link's flows froze elsewhere since this entry
+        size = _heap_remove(hs, hl, hpos, size, link)
         for j in range(nusers[link]):
             f = users[link, j]
             if in_reg[f] != stamp or fmark[f] == lgen:
@@ -144,8 +173,11 @@ def _solve(cap, users, nusers, flinks, nlinks, rate, in_reg, stamp, region, nreg
                 left = remaining[other] - share
                 remaining[other] = left if left > 0.0 else 0.0
                 count[other] -= 1
-                if other != link and count[other] > 0:
-                    size = _push(hs, hl, size, remaining[other] / count[other], other)
+                if other != link:
+                    if count[other] > 0:
+                        _heap_set(hs, hl, hpos, size, other, remaining[other] / count[other])
+                    elif hpos[other] >= 0:
+                        size = _heap_remove(hs, hl, hpos, size, other)
         count[link] = 0
     return nl
 
@@ -228,7 +260,7 @@ def _violations(cap, users, nusers, flinks, nlinks, rate, bneck, in_reg, stamp, 
 
 def _update_py(cap, users, nusers, flinks, nlinks, rate, has_rate, bneck, rem, add, add_off, add_links,
                gen, in_reg, lmark, fmark, smark, omark, sfull, smost, remaining, count, new, frozen_at,
-               region, reglinks, grow, hs, hl, out_slot, out_rate, counters):
+               region, reglinks, grow, hs, hl, hpos, out_slot, out_rate, counters):
     """NetShares.update on arrays: remove the flows `rem`, add the flows `add` (links
     add_links[add_off[i]:add_off[i + 1]]), re-share the region they reach. Writes the flows
     whose rate changed into out_slot/out_rate and returns how many; -1 when a link's user list
@@ -302,7 +334,7 @@ def _update_py(cap, users, nusers, flinks, nlinks, rate, has_rate, bneck, rem, a
         lgen = gen
         gen += 1
         nl = _solve(cap, users, nusers, flinks, nlinks, rate, in_reg, stamp, region, nreg,
-                    lmark, lgen, reglinks, remaining, count, new, frozen_at, fmark, hs, hl)
+                    lmark, lgen, reglinks, remaining, count, new, frozen_at, fmark, hs, hl, hpos)
         sgen = gen
         gen += 1
         ng = _violations(cap, users, nusers, flinks, nlinks, rate, bneck, in_reg, stamp, region, nreg,
@@ -364,6 +396,9 @@ class FastNetShares:
         self._remaining = np.zeros(L, dtype=np.float64)
         self._count = np.zeros(L, dtype=np.int64)
         self._reglinks = np.zeros(L, dtype=np.int64)
+        self._hs = np.zeros(L, dtype=np.float64)      # the filling's heap: keys, links by position
+        self._hl = np.zeros(L, dtype=np.int64)
+        self._hpos = np.full(L, -1, dtype=np.int64)   # link -> its heap position, -1: not in it
         self._counters = np.zeros(4, dtype=np.int64)   # next generation; region flows, solves, re-shares
         self._F = 0
         self._K = 4
@@ -400,9 +435,6 @@ class FastNetShares:
             self._names.extend([None] * (F - old))
             self._free.extend(range(F - 1, old - 1, -1))   # popped from the end: lowest first
         self._F = F
-        n = len(self.capacity) + F * K
-        self._hs = np.zeros(n, dtype=np.float64)
-        self._hl = np.zeros(n, dtype=np.int64)
 
     def share(self, flow: str) -> float | None:
         s = self._slot.get(flow)
@@ -460,7 +492,7 @@ class FastNetShares:
                         self._has_rate, self._bneck, rem_a, add_a, off_a, links_a, self._gen,
                         self._in_reg, self._lmark, self._fmark, self._smark, self._omark, self._sfull,
                         self._smost, self._remaining, self._count, self._new, self._frozen_at,
-                        self._region, self._reglinks, self._grow, self._hs, self._hl,
+                        self._region, self._reglinks, self._grow, self._hs, self._hl, self._hpos,
                         self._out_slot, self._out_rate, self._counters)
             self._gen = int(self._counters[0])
             if n >= 0:
