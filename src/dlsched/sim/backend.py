@@ -3,9 +3,12 @@
 Jobs advance lazily: a running DL job keeps (remaining work, rate, time of last update); its
 remaining work is brought up to date only when its rate changes, and its finish event is pushed
 for now + remaining / rate. A rate change bumps the job's version, so finish events pushed
-earlier are recognised as stale and dropped when popped. Rates change when a job starts,
+earlier are recognised as stale and dropped when popped (a finish later than the job's live
+entry waits outside the heap until that entry pops: `_push_finish`; the heap pops the same
+entries in the same order). Rates change when a job starts,
 stops, moves, is resized, finishes a restart, or when a job it shares a link or a GPU with does
-any of these (links are shared max-min fairly; see dlsched.workload.speed).
+any of these (links are shared max-min fairly; see dlsched.workload.speed, and
+dlsched.sim.network for the incremental re-share: only the jobs whose share moved are re-rated).
 
 Work units: iterations for jobs with a model and an iteration count; otherwise seconds at the
 ideal placement (a trace's duration). Independent tasks (`tasks` jobs) each run for their own

@@ -2,7 +2,10 @@
 
 `priority` orders events at the same time: node changes first, then finishes (so that what they
 free is there for the round), then internal rate changes, then arrivals, then ticks. `seq` is a
-global counter, so equal (time, priority) pop in push order and a run is deterministic.
+global counter, so equal (time, priority) pop in push order and a run is deterministic. An entry
+may also be pushed later with a number taken earlier (`reserve`, `push_seq`): SimBackend feeds the
+arrivals one at a time and defers finishes this way, and the pops are the same as if every entry
+had been pushed when its number was taken.
 
 The records below are SimBackend's internal events (the Scheduler never sees them; it gets
 dlsched.scheduler.events, which SimBackend.poll translates them into). Finish, SaveDone, TaskDone
