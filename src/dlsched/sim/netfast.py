@@ -503,5 +503,4 @@ class FastNetShares:
         for s in freed:
             names[s] = None
         self._free.extend(freed)
-        out_slot, out_rate = self._out_slot, self._out_rate
-        return {names[int(out_slot[i])]: float(out_rate[i]) for i in range(n)}
+        return dict(zip(map(names.__getitem__, self._out_slot[:n].tolist()), self._out_rate[:n].tolist()))
