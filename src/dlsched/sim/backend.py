@@ -56,6 +56,9 @@ class SimBackend:
     # real runtime frees GPUs when checkpoints end and measures speeds between events: it runs
     # every round.
     quiet_rounds = True
+    # Finishes later than a job's live entry wait outside the heap (_push_finish); False pushes
+    # every one at once, as the first versions did (tests compare the two).
+    defer_finishes = True
 
     def __init__(self, cluster: Cluster, jobs: list[JobSpec], *, speed: SpeedParams | None = None,
                  restart_delay_s: float = 30.0, node_events: list[tuple[float, int, bool]] = (),
@@ -540,7 +543,7 @@ class SimBackend:
             r.deferred = None
             if d[0] > self._ghost_t:
                 self._ghost_t = d[0]
-        if r.fin_ev is not None and r.fin_at <= t:
+        if self.defer_finishes and r.fin_ev is not None and r.fin_at <= t:
             r.deferred = (t, seq, r.version)
         else:
             r.fin_ev = Finish(r.spec.job_id, r.version)
