@@ -27,12 +27,12 @@ t0 = time.perf_counter()
 import dlsched
 from dlsched.workload.io import load_workload
 jobs = load_workload(sys.argv[1])
-t1 = time.perf_counter()
+t1, c1 = time.perf_counter(), time.process_time()
 res = dlsched.simulate(sys.argv[2], jobs, "fifo", record_rates=False)
-t2 = time.perf_counter()
+t2, c2 = time.perf_counter(), time.process_time()
 j = res.jobs
 run = (j["finish_s"] - j["first_start_s"]).clip(lower=0).sum()
-print(json.dumps({"jobs": len(jobs), "load_s": t1 - t0, "sim_s": t2 - t1,
+print(json.dumps({"jobs": len(jobs), "load_s": t1 - t0, "sim_s": t2 - t1, "cpu_s": c2 - c1,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "finished": int(res.summary["finished"]),
                   "concurrency": float(run / max(res.summary["makespan_s"], 1e-9))}))
@@ -52,7 +52,8 @@ def run_case(jobs: int, level: str) -> dict:
     out = subprocess.run([sys.executable, "-c", CHILD, workload, cluster],
                          check=True, capture_output=True, text=True)
     d = json.loads(out.stdout.strip().splitlines()[-1])
-    d.update(wall_s=time.perf_counter() - t, jobs_per_s=d["jobs"] / d["sim_s"], workload=workload,
+    d.update(wall_s=time.perf_counter() - t, jobs_per_s=d["jobs"] / d["sim_s"],
+             jobs_per_cpu_s=d["jobs"] / d["cpu_s"], workload=workload,
              cluster=cluster, level=level)
     return d
 
@@ -71,25 +72,32 @@ def main() -> None:
     for n, level in plan:
         d = run_case(n, level)
         rows.append(d)
-        print(f"{d['workload']} on {d['cluster']}: {d['sim_s']:.1f} s, {d['jobs_per_s']:,.0f} jobs/s, "
+        print(f"{d['workload']} on {d['cluster']}: {d['sim_s']:.1f} s ({d['cpu_s']:.1f} s CPU), "
+              f"{d['jobs_per_s']:,.0f} jobs/s ({d['jobs_per_cpu_s']:,.0f} per CPU-second), "
               f"about {d['concurrency']:,.0f} at once, RSS {d['rss_mb']:,.0f} MB", flush=True)
-    table = ["| workload | cluster | jobs at once (mean) | jobs | simulate (s) | jobs/s | process wall (s) | peak RSS (MB) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    table = ["| workload | cluster | jobs at once (mean) | jobs | simulate (s) | jobs/s | simulate CPU (s) | jobs/CPU-s "
+             "| process wall (s) | peak RSS (MB) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for d in rows:
         table.append(f"| `{d['workload']}` | {d['cluster']} | {d['concurrency']:,.0f} | {d['jobs']:,} | "
-                     f"{d['sim_s']:.1f} | {d['jobs_per_s']:,.0f} | {d['wall_s']:.1f} | {d['rss_mb']:,.0f} |")
+                     f"{d['sim_s']:.1f} | {d['jobs_per_s']:,.0f} | {d['cpu_s']:.1f} | {d['jobs_per_cpu_s']:,.0f} | "
+                     f"{d['wall_s']:.1f} | {d['rss_mb']:,.0f} |")
     growth = []
     for n in sizes:
         lo = next((d for d in rows if d["jobs"] == n and d["level"] == "low"), None)
         hi = next((d for d in rows if d["jobs"] == n and d["level"] == "high"), None)
         if lo and hi:
-            growth.append(f"{n:,} jobs: low / high concurrency jobs/s = {lo['jobs_per_s'] / hi['jobs_per_s']:.2f}x")
+            growth.append(f"{n:,} jobs: low / high concurrency jobs/s = {lo['jobs_per_s'] / hi['jobs_per_s']:.2f}x "
+                          f"(per CPU-second: {lo['jobs_per_cpu_s'] / hi['jobs_per_cpu_s']:.2f}x)")
     for line in growth:
         print(line)
     if args.no_write:
         return
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     stamp = (f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-             f"with `python benchmarks/bench_scale.py{' --million' if args.million else ''}` (fifo).")
+             f"with `python benchmarks/bench_scale.py{' --jobs ' + args.jobs if args.jobs != '10000,100000' else ''}"
+             f"{' --million' if args.million else ''}` (fifo); load average {load:.1f} at the end. Simulate CPU is "
+             f"the process's user + system time in `simulate`: on a shared machine it is the steadier figure.")
     res_file = update_results("scale", ["## Cost growth with jobs and concurrency (`benchmarks/bench_scale.py`)", "",
                                         GOAL, "", stamp, "", *table, "", *(f"- {g}" for g in growth)])
     print(f"updated {res_file}")

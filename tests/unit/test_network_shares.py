@@ -113,3 +113,75 @@ def test_components_apart_are_not_re_shared():
     assert net.update({"c": (0,)}) == {"a": 5.0, "c": 5.0}
     assert net.update({"a": None}) == {"c": 10.0}
     assert net.flows == {"b": (1, 2), "c": (0,)}
+
+
+# -- the compiled NetShares (sim/netfast.py): the same numbers, bit for bit ------------------------
+def _fast_or_skip(capacity):
+    from dlsched.sim import netfast
+    if not netfast.available():
+        pytest.skip("numba not installed")
+    return netfast.FastNetShares(capacity)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_compiled_shares_equal_netshares_bit_for_bit(seed):
+    """Random add / remove / move sequences over equal (ties) or random capacities: after every
+    update the compiled keeper reports the same changes, holds the same rates (==, not approx)
+    and remembers the same bottlenecks as NetShares, including when its arrays must grow
+    (more flows, longer link lists, more users per link than it started with)."""
+    rng = np.random.default_rng(500 + seed)
+    n_links = int(rng.integers(5, 50))
+    capacity = (rng.choice([10.0, 25.0, 40.0], size=n_links) if seed % 2
+                else rng.uniform(1.0, 100.0, size=n_links))
+    ref, fast = NetShares(capacity), _fast_or_skip(capacity)
+    n_flows = 400 if seed < 3 else 120      # past the 256 slots the keeper starts with
+    for step in range(250):
+        changes = {}
+        for _ in range(int(rng.integers(1, 6))):
+            f = f"f{int(rng.integers(0, n_flows))}"
+            if f in ref.flows and rng.random() < 0.4:
+                changes[f] = None
+            else:
+                k = int(rng.integers(1, min(14, n_links)))
+                changes[f] = tuple(int(x) for x in rng.choice(n_links, size=k, replace=False))
+        assert fast.update(changes) == ref.update(changes), step
+        assert fast.rate == ref.rate, step
+        assert fast.bneck == ref.bneck, step
+        assert fast.flows == ref.flows
+        for f in list(ref.flows)[:3]:
+            assert fast.share(f) == ref.share(f)
+    assert fast.share("nobody") is None
+
+
+def test_compiled_components_apart_are_not_re_shared():
+    net = _fast_or_skip(np.array([10.0, 10.0, 10.0]))
+    assert net.update({"a": (0,), "b": (1, 2)}) == {"a": 10.0, "b": 10.0}
+    assert net.update({"c": (0,)}) == {"a": 5.0, "c": 5.0}
+    assert net.update({"a": None}) == {"c": 10.0}
+    assert net.update({"c": (0,)}) == {}          # unchanged links: nothing to do
+    assert net.flows == {"b": (1, 2), "c": (0,)}
+
+
+def test_net_shares_picks_the_compiled_one_on_large_clusters(monkeypatch):
+    from dlsched.sim import netfast
+    from dlsched.sim.network import net_shares
+    assert isinstance(net_shares(np.ones(8)), NetShares)            # small: nothing compiled
+    monkeypatch.setenv("DLSCHED_JIT", "0")
+    assert isinstance(net_shares(np.ones(netfast.MIN_LINKS)), NetShares)
+    monkeypatch.delenv("DLSCHED_JIT")
+    if netfast.available():
+        assert isinstance(net_shares(np.ones(netfast.MIN_LINKS)), netfast.FastNetShares)
+
+
+def test_simulation_same_event_log_with_and_without_the_compiled_solver(monkeypatch):
+    """A busy multi-node workload on 150 nodes (155 links): the event log, rates included, is
+    the same whichever keeper shares the links."""
+    import dlsched
+    from dlsched.sim import netfast
+    if not netfast.available():
+        pytest.skip("numba not installed")
+    a = dlsched.simulate("v100-150", "poisson:jobs=400,rate=0.02", "fifo", seed=2)
+    monkeypatch.setenv("DLSCHED_JIT", "0")
+    b = dlsched.simulate("v100-150", "poisson:jobs=400,rate=0.02", "fifo", seed=2)
+    assert sum(1 for e in a.events if e[1] == "rate") > 500
+    assert a.events == b.events and a.decisions == b.decisions

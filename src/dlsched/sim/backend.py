@@ -3,9 +3,12 @@
 Jobs advance lazily: a running DL job keeps (remaining work, rate, time of last update); its
 remaining work is brought up to date only when its rate changes, and its finish event is pushed
 for now + remaining / rate. A rate change bumps the job's version, so finish events pushed
-earlier are recognised as stale and dropped when popped. Rates change when a job starts,
+earlier are recognised as stale and dropped when popped (a finish later than the job's live
+entry waits outside the heap until that entry pops: `_push_finish`; the heap pops the same
+entries in the same order). Rates change when a job starts,
 stops, moves, is resized, finishes a restart, or when a job it shares a link or a GPU with does
-any of these (links are shared max-min fairly; see dlsched.workload.speed).
+any of these (links are shared max-min fairly; see dlsched.workload.speed, and
+dlsched.sim.network for the incremental re-share: only the jobs whose share moved are re-rated).
 
 Work units: iterations for jobs with a model and an iteration count; otherwise seconds at the
 ideal placement (a trace's duration). Independent tasks (`tasks` jobs) each run for their own
@@ -25,6 +28,8 @@ iteration and the job's finish.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from dlsched.cluster.state import ClusterState, Snapshot
 from dlsched.cluster.topology import Cluster
 from dlsched.core.types import GPU, JobSpec, Launch, Migrate, Plan, Resize, Resume, Suspend, TaskPlacement
@@ -34,7 +39,7 @@ from dlsched.sim.engine import (P_ARRIVAL, P_FINISH, P_NODE, P_RATE, P_TICK, Eve
                                 Finish, NodeChange, RateChange, SaveDone, TaskDone, Tick)
 from dlsched.sim.run import JobRun
 from dlsched.workload.loss import observed_loss
-from dlsched.sim.network import NetShares
+from dlsched.sim.network import net_shares
 from dlsched.workload.speed import SpeedModel, SpeedParams
 
 
@@ -51,6 +56,9 @@ class SimBackend:
     # real runtime frees GPUs when checkpoints end and measures speeds between events: it runs
     # every round.
     quiet_rounds = True
+    # Finishes later than a job's live entry wait outside the heap (_push_finish); False pushes
+    # every one at once, as the first versions did (tests compare the two).
+    defer_finishes = True
 
     def __init__(self, cluster: Cluster, jobs: list[JobSpec], *, speed: SpeedParams | None = None,
                  restart_delay_s: float = 30.0, node_events: list[tuple[float, int, bool]] = (),
@@ -69,7 +77,7 @@ class SimBackend:
         self.runs: dict[str, JobRun] = {}
         self._gpu_jobs: dict[tuple[int, int], list[str]] = {}
         self._touched: set[str] = set()
-        self.net = NetShares(self.speed.link_capacity)   # running jobs on shared links, their shares
+        self.net = net_shares(self.speed.link_capacity)   # running jobs on shared links, their shares
         self._net_dirty: set[str] = set()         # jobs whose flow may have changed
         self._effective = 0.0
         self._eff_gpu_s = 0.0      # integral of _effective up to _eff_t (exact, between samples too)
@@ -84,8 +92,18 @@ class SimBackend:
         # GPU slot -> end of the saving phase on it.
         self.prescheduling = bool(prescheduling)
         self._saving_until: dict[tuple[int, int], float] = {}
-        for job in jobs:
-            self.heap.push(float(job.submit_time_s), P_ARRIVAL, Arrive(job))
+        # Arrivals are fed one at a time, in (time, list position) order, each with the sequence
+        # number it had when every arrival was pushed at the start: the heap holds what is
+        # running, not a million future arrivals (EventHeap.reserve).
+        self._jobs = list(jobs)
+        times = np.array([float(job.submit_time_s) for job in self._jobs], dtype=np.float64)
+        self._arr_times = times
+        self._arr_order = np.argsort(times, kind="stable")
+        self._arr_seq0 = self.heap.reserve(len(self._jobs))
+        self._arr_next = 0
+        self._arr_event: Arrive | None = None
+        self._feed_arrival()
+        self._ghost_t = -np.inf    # the latest deferred finish never pushed (see _push_finish)
         for t, node, up in node_events:
             self.heap.push(float(t), P_NODE, NodeChange(int(node), bool(up)))
 
@@ -161,8 +179,21 @@ class SimBackend:
                     break
         if not out:
             self._refresh()
+            # Every entry pushed is popped by now, and the clock stops at the latest: one a
+            # deferred finish would have been, had it been pushed (_push_finish).
+            if self._ghost_t > self._now:
+                self._now = self._ghost_t
             return None
         return out
+
+    def _feed_arrival(self) -> None:
+        """Push the next arrival (see __init__)."""
+        i = self._arr_next
+        if i < len(self._arr_order):
+            k = int(self._arr_order[i])
+            self._arr_next = i + 1
+            e = self._arr_event = Arrive(self._jobs[k])
+            self.heap.push_seq(float(self._arr_times[k]), P_ARRIVAL, self._arr_seq0 + k, e)
 
     def apply(self, plan: Plan) -> None:
         now = self._now
@@ -221,6 +252,18 @@ class SimBackend:
         now = self._now
         if isinstance(e, Finish):
             r = self.runs.get(e.job_id)
+            if r is not None and e is r.fin_ev:
+                r.fin_ev = None
+                d = r.deferred
+                if d is not None:         # a later finish waited for this entry (_push_finish)
+                    r.deferred = None
+                    t, seq, version = d
+                    if version == r.version:
+                        r.fin_ev = Finish(e.job_id, version)
+                        r.fin_at = t
+                        self.heap.push_seq(t, P_FINISH, seq, r.fin_ev)
+                    elif t > self._ghost_t:
+                        self._ghost_t = t
             if r is None or r.finished or e.version != r.version:
                 return  # stale
             self._advance(r, now)
@@ -248,6 +291,8 @@ class SimBackend:
                 self.log.append((now, "finish", r.spec.job_id, ""))
                 out.append(ev.JobFinish(now, r.spec.job_id))
         elif isinstance(e, Arrive):
+            if e is self._arr_event:
+                self._feed_arrival()
             job = e.job
             work = job.iterations if job.iterations is not None else (job.duration_s or 0.0)
             self.runs[job.job_id] = JobRun(job, job.tasks, float(work), last_t=now)
@@ -446,9 +491,64 @@ class SimBackend:
         if rate > 0:
             if r.first_progress_s is None:
                 r.first_progress_s = now
-            self.heap.push(now + max(r.remaining, 0.0) / rate, P_FINISH, Finish(r.spec.job_id, r.version))
+            self._push_finish(r, now + max(r.remaining, 0.0) / rate)
         if self.record_rates:
             self.log.append((now, "rate", r.spec.job_id, f"{rate:.9g}"))
+
+    def _rerate_shared(self, r: JobRun, share: float, now: float) -> None:
+        """_set_rate(r, r.prof.rate_at(share) * r.factor, now) for a running DL job that only a
+        re-share moved, in one call: the most frequent re-rate on a busy cluster (tens per
+        arrival), the same operations in the same order."""
+        prof = r.prof
+        comm = prof.local_comm_s
+        comm += prof.max_link_bytes / share
+        c = prof.compute_s
+        t = c + comm - prof.overlap * min(c, comm)
+        rate = (1.0 / t if prof.iteration_based else prof.ideal_iter_s / t) * r.factor
+        eff = r.hold_gpus / r.share if rate > 0 else 0.0
+        if eff != r.eff_gpus:
+            self._add_effective(eff - r.eff_gpus)
+            r.eff_gpus = eff
+        old = r.rate
+        if rate == old:
+            return
+        dt = now - r.last_t           # _advance
+        if dt > 0 and old > 0:
+            done = min(old * dt, r.remaining)
+            r.remaining -= done
+            per = 1.0 if prof.iteration_based else 1.0 / prof.ideal_iter_s
+            r.nic_bytes += done * per * prof.nic_bytes
+            r.cross_rack_bytes += done * per * prof.cross_rack_bytes
+        r.last_t = now
+        r.rate = rate
+        r.version += 1
+        if rate > 0:
+            if r.first_progress_s is None:
+                r.first_progress_s = now
+            self._push_finish(r, now + max(r.remaining, 0.0) / rate)
+        if self.record_rates:
+            self.log.append((now, "rate", r.spec.job_id, f"{rate:.9g}"))
+
+    def _push_finish(self, r: JobRun, t: float) -> None:
+        """The job's finish entry for its current version at time t. A re-rated job's earlier
+        entries are stale; most re-rates slow a job down (a new flow on its links), and an entry
+        at or after the job's live one waits outside the heap: it is pushed, with the sequence
+        number taken now, when the live one pops (stale). So the heap pops the same events in
+        the same order as if every entry were pushed at once, without a push and a stale pop
+        per re-rate. A waiting entry that goes stale is never pushed; its time still counts
+        where the clock ends (poll)."""
+        seq = self.heap.reserve()
+        d = r.deferred
+        if d is not None:
+            r.deferred = None
+            if d[0] > self._ghost_t:
+                self._ghost_t = d[0]
+        if self.defer_finishes and r.fin_ev is not None and r.fin_at <= t:
+            r.deferred = (t, seq, r.version)
+        else:
+            r.fin_ev = Finish(r.spec.job_id, r.version)
+            r.fin_at = t
+            self.heap.push_seq(t, P_FINISH, seq, r.fin_ev)
 
     def _interference(self, r: JobRun) -> float:
         if not self._gpu_jobs:
@@ -465,10 +565,14 @@ class SimBackend:
                                           self.speed.params.factor)
 
     def _target_rate(self, r: JobRun, shares) -> float:
+        r.factor = None
         if r.finished or r.saving or not r.whole or r.spec.kind != "dl" or self._now < r.restart_until:
             return 0.0
         base = 1.0 if r.prof is None else r.prof.rate(shares if r.prof.link_bytes else {})
-        return base * self._interference(r)
+        f = self._interference(r)
+        if shares is not None:
+            r.factor = f     # kept for the re-rates that only a re-share causes (_refresh)
+        return base * f
 
     def _refresh(self) -> None:
         """Bring every touched job's rate up to date (and all link-sharing jobs if needed)."""
@@ -504,6 +608,7 @@ class SimBackend:
             else:
                 self._partial_jobs.discard(jid)
         todo = self._touched
+        changed: dict[str, float] = {}
         if self._net_dirty:
             # Flows: jobs that use shared links and are not restarting. Only the components
             # of the links they change are re-shared, and only jobs whose share moved re-rated.
@@ -513,9 +618,17 @@ class SimBackend:
                 use = (not r.finished and not r.saving and r.prof is not None and r.prof.link_bytes
                        and now >= r.restart_until)
                 changes[jid] = self.speed.solver_links(r.prof) if use else None
-            todo = todo | self.net.update(changes).keys()
+            changed = self.net.update(changes)
+            todo = todo | changed.keys()
+        touched = self._touched
         for jid in sorted(todo):
             r = self.runs[jid]
+            if r.factor is not None and jid not in touched:
+                # Only its share moved (a job whose placement, co-runners or state changed is
+                # touched): its interference factor is the one last computed, and its rate is
+                # rate(shares) * factor for one share on every link, as JobComm.rate_at computes.
+                self._rerate_shared(r, changed[jid], now)
+                continue
             job_shares = None
             if r.prof is not None and r.prof.link_bytes:
                 s = self.net.share(jid)   # the flow's rate, on every link it crosses

@@ -2,7 +2,10 @@
 
 `priority` orders events at the same time: node changes first, then finishes (so that what they
 free is there for the round), then internal rate changes, then arrivals, then ticks. `seq` is a
-global counter, so equal (time, priority) pop in push order and a run is deterministic.
+global counter, so equal (time, priority) pop in push order and a run is deterministic. An entry
+may also be pushed later with a number taken earlier (`reserve`, `push_seq`): SimBackend feeds the
+arrivals one at a time and defers finishes this way, and the pops are the same as if every entry
+had been pushed when its number was taken.
 
 The records below are SimBackend's internal events (the Scheduler never sees them; it gets
 dlsched.scheduler.events, which SimBackend.poll translates them into). Finish, SaveDone, TaskDone
@@ -74,6 +77,19 @@ class EventHeap:
     def push(self, time: float, priority: int, event: Any) -> None:
         heapq.heappush(self._heap, (time, priority, self._seq, event))
         self._seq += 1
+
+    def reserve(self, n: int = 1) -> int:
+        """Take the next n sequence numbers without pushing (the first is returned): an entry
+        pushed later with `push_seq` and one of them pops exactly where it would have popped had
+        it been pushed now (its key is the same), provided it is in the heap before its key is
+        reached. SimBackend keeps the jobs' arrivals and its deferred finishes out of the heap
+        this way."""
+        seq = self._seq
+        self._seq += n
+        return seq
+
+    def push_seq(self, time: float, priority: int, seq: int, event: Any) -> None:
+        heapq.heappush(self._heap, (time, priority, seq, event))
 
     def pop(self) -> tuple[float, int, int, Any]:
         return heapq.heappop(self._heap)

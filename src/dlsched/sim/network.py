@@ -23,11 +23,27 @@ jobs.
 """
 from __future__ import annotations
 
+import os
+
 from dlsched.workload.speed import max_min_shares
 
 
 REL_TOL = 1e-12   # rates closer than this (relative) are the same rate
 TOL = 1e-9        # a link this close to full is full; a rate this close to the top is the top
+
+
+def net_shares(capacity, *, jit: bool | None = None):
+    """The shares' keeper for a cluster with links of `capacity`: the compiled one
+    (dlsched.sim.netfast, the same numbers) where numba imports, DLSCHED_JIT is not "0" and the
+    cluster has enough links for it to pay; NetShares otherwise. `jit`: force one (tests)."""
+    if jit is None:
+        from dlsched.sim import netfast
+        jit = (len(capacity) >= netfast.MIN_LINKS and os.environ.get("DLSCHED_JIT", "1") != "0"
+               and netfast.available())
+    if jit:
+        from dlsched.sim.netfast import FastNetShares
+        return FastNetShares(capacity)
+    return NetShares(capacity)
 
 
 class NetShares:

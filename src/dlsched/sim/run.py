@@ -47,6 +47,14 @@ class JobRun:
     last_nodes: tuple[int, ...] = ()  # where it last ran (its checkpoint), set when stopped
     share: int = 1                   # jobs on its GPUs, itself included (effective GPUs / share)
     eff_gpus: float = 0.0            # its part of the effective GPUs now
+    # its interference factor when its rate was last computed with link shares (None: it must be
+    # computed again); SimBackend._refresh re-rates a job that only a re-share moved from it
+    factor: float | None = None
+    # its live finish entry in the event heap and its time (None: none pushed since the last
+    # one popped), and a later one waiting for it to pop: (time, seq, version) (_push_finish)
+    fin_ev: object = None
+    fin_at: float = 0.0
+    deferred: tuple | None = None
 
     @property
     def whole(self) -> bool:

@@ -151,6 +151,11 @@ class JobComm:
     cross_rack_bytes: float             # bytes crossing rack uplinks per iteration
     iteration_based: bool               # work in iterations (True) or ideal seconds (False)
     measured: bool = False              # compute_s is a measured iteration time (measured.py)
+    # the most bytes on one link (rate_at), once link_bytes is known
+    max_link_bytes: float = field(default=0.0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.max_link_bytes = max(self.link_bytes.values(), default=0.0)
 
     def iter_time(self, shares: dict[int, float] | None) -> float:
         comm = self.local_comm_s
@@ -163,6 +168,17 @@ class JobComm:
     def rate(self, shares: dict[int, float] | None) -> float:
         """Work units per second: iterations/s, or ideal-seconds per second."""
         t = self.iter_time(shares)
+        return 1.0 / t if self.iteration_based else self.ideal_iter_s / t
+
+    def rate_at(self, share: float) -> float:
+        """rate({link: share for every link}) for a job with link_bytes, the same float: one
+        max-min flow has one rate on all its links, and b / share grows with b (IEEE division
+        is monotonic), so the slowest link is the one with the most bytes. The simulator's
+        re-rate after a re-share, without a dict per job."""
+        comm = self.local_comm_s
+        comm += self.max_link_bytes / share
+        c = self.compute_s
+        t = c + comm - self.overlap * min(c, comm)
         return 1.0 / t if self.iteration_based else self.ideal_iter_s / t
 
 

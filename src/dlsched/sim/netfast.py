@@ -1,0 +1,506 @@
+"""NetShares compiled: the same region solve as dlsched.sim.network.NetShares, on arrays, in one
+numba call per update.
+
+Why: on a busy 1,500-node cluster the region a change reaches is a hundred flows or more, and
+the Python region solve (dicts and sets, a heap of tuples) was two thirds of a simulation's time
+(docs/design-notes.md, "Scale", fifth slice). Here the flows, the links' users and the rates are
+arrays, and `update` is one compiled call: the same steps, the same results.
+
+Same results, not approximately but bit for bit (tests/unit/test_network_shares.py compares the
+two on random add/remove/move sequences: every rate, every reported change, every remembered
+bottleneck):
+- a link's users are kept in the order they came (NetShares' ordered set), so the residual that
+  the flows outside the region leave, `capacity - (r1 + r2 + ...)`, is summed in the same order,
+  and so is a link's load in the fairness check;
+- progressive filling pops the same (share, link) minimum with the same stale-entry test
+  (`share != remaining / count`): the order in which one link's flows freeze does not matter, as
+  they all subtract the same share;
+- the region grows by the same rule, the same flows' last bottlenecks are remembered, and a rate
+  that moved by less than REL_TOL keeps its old value;
+- IEEE double everywhere, no fast-math.
+
+Used where numba imports, `DLSCHED_JIT` is not "0" and the cluster has at least MIN_LINKS
+links (`network.net_shares`); NetShares is the fallback and the reference. The kernel is compiled
+at its first use and cached on disk by numba (`cache=True`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dlsched.sim.network import REL_TOL, TOL
+
+MIN_LINKS = 64      # below this NetShares is as fast and nothing needs compiling
+
+_kernel = None
+_missing = False
+
+
+def available() -> bool:
+    """numba imported and the kernel wrapped (compiled at its first call)."""
+    global _kernel, _missing
+    if _kernel is None and not _missing:
+        try:
+            import numba
+        except ImportError:
+            _missing = True
+            return False
+        jit = numba.njit(cache=True, nogil=True)
+        # the helpers are inlined: a call that passes arrays costs their reference counts
+        small = numba.njit(cache=True, nogil=True, inline="always")
+        global _sift_up, _sift_down, _heap_set, _heap_remove, _link_state, _bottlenecked, _solve, _violations
+        _sift_up = small(_sift_up)
+        _sift_down = small(_sift_down)
+        _heap_set = small(_heap_set)
+        _heap_remove = small(_heap_remove)
+        _link_state = small(_link_state)
+        _bottlenecked = small(_bottlenecked)
+        _solve = jit(_solve)
+        _violations = jit(_violations)
+        _kernel = jit(_update_py)
+    return _kernel is not None
+
+
+# -- the kernel (plain Python functions, compiled by available()) ---------------------------------
+def _sift_up(hs, hl, hpos, i):
+    """Move heap entry i (key hs[i], link hl[i]) up to its place; (key, link) ordered as
+    Python's tuples are. hpos[link] follows each link's position."""
+    s = hs[i]
+    link = hl[i]
+    while i > 0:
+        p = (i - 1) >> 1
+        if hs[p] < s or (hs[p] == s and hl[p] < link):
+            break
+        hs[i] = hs[p]
+        hl[i] = hl[p]
+        hpos[hl[i]] = i
+        i = p
+    hs[i] = s
+    hl[i] = link
+    hpos[link] = i
+    return i
+
+
+def _sift_down(hs, hl, hpos, i, size):
+    s = hs[i]
+    link = hl[i]
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and (hs[c + 1] < hs[c] or (hs[c + 1] == hs[c] and hl[c + 1] < hl[c])):
+            c += 1
+        if hs[c] < s or (hs[c] == s and hl[c] < link):
+            hs[i] = hs[c]
+            hl[i] = hl[c]
+            hpos[hl[i]] = i
+            i = c
+        else:
+            break
+    hs[i] = s
+    hl[i] = link
+    hpos[link] = i
+
+
+def _heap_set(hs, hl, hpos, size, link, key):
+    """Give `link` (in the heap) a new key."""
+    i = hpos[link]
+    hs[i] = key
+    if _sift_up(hs, hl, hpos, i) == i:
+        _sift_down(hs, hl, hpos, i, size)
+
+
+def _heap_remove(hs, hl, hpos, size, link):
+    """Take `link` out of the heap; returns the new size."""
+    i = hpos[link]
+    hpos[link] = -1
+    size -= 1
+    if i != size:
+        hs[i] = hs[size]
+        hl[i] = hl[size]
+        hpos[hl[i]] = i
+        if _sift_up(hs, hl, hpos, i) == i:
+            _sift_down(hs, hl, hpos, i, size)
+    return size
+
+
+def _solve(cap, users, nusers, flinks, nlinks, rate, in_reg, stamp, region, nreg,
+           lmark, lgen, reglinks, remaining, count, new, frozen_at, fmark, hs, hl, hpos):
+    """NetShares._solve + speed.max_min_shares: the region's max-min shares in what the flows
+    outside leave of each link. Marks the region's links with lgen (lmark) and lists them in
+    reglinks; returns how many."""
+    nl = 0
+    for i in range(nreg):
+        f = region[i]
+        for k in range(nlinks[f]):
+            link = flinks[f, k]
+            if lmark[link] != lgen:
+                lmark[link] = lgen
+                reglinks[nl] = link
+                nl += 1
+                used = 0.0
+                for j in range(nusers[link]):
+                    g = users[link, j]
+                    if in_reg[g] != stamp:
+                        used += rate[g]
+                left = cap[link] - used
+                remaining[link] = left if left > 0.0 else 0.0
+                count[link] = 0
+            count[link] += 1
+    # Progressive filling over an indexed heap: one entry per link, keyed (remaining / count,
+    # link), re-keyed when a flow on it freezes elsewhere and taken out when its last flow
+    # does. It pops the same links in the same order as speed.max_min_shares' heap of stale
+    # entries, which pops the least current key (a stale entry fails its equality test).
+    size = 0
+    for i in range(nl):
+        link = reglinks[i]
+        hs[size] = remaining[link] / count[link]
+        hl[size] = link
+        _sift_up(hs, hl, hpos, size)
+        size += 1
+    while size > 0:
+        share = hs[0]
+        link = hl[0]
+        size = _heap_remove(hs, hl, hpos, size, link)
+        for j in range(nusers[link]):
+            f = users[link, j]
+            if in_reg[f] != stamp or fmark[f] == lgen:
+                continue
+            fmark[f] = lgen
+            new[f] = share
+            frozen_at[f] = link
+            for k in range(nlinks[f]):
+                other = flinks[f, k]
+                left = remaining[other] - share
+                remaining[other] = left if left > 0.0 else 0.0
+                count[other] -= 1
+                if other != link:
+                    if count[other] > 0:
+                        _heap_set(hs, hl, hpos, size, other, remaining[other] / count[other])
+                    elif hpos[other] >= 0:
+                        size = _heap_remove(hs, hl, hpos, size, other)
+        count[link] = 0
+    return nl
+
+
+def _link_state(link, cap, users, nusers, rate, in_reg, stamp, new, smark, sgen, sfull, smost):
+    """(full, top rate) of a link under the region's new rates, computed once per check."""
+    if smark[link] != sgen:
+        total = 0.0
+        most = -np.inf
+        for j in range(nusers[link]):
+            g = users[link, j]
+            r = new[g] if in_reg[g] == stamp else rate[g]
+            total += r
+            if r > most:
+                most = r
+        smark[link] = sgen
+        sfull[link] = total >= cap[link] * (1.0 - TOL)
+        smost[link] = most
+    return sfull[link], smost[link]
+
+
+def _bottlenecked(f, r, first, cap, users, nusers, flinks, nlinks, rate, in_reg, stamp, new,
+                  smark, sgen, sfull, smost, bneck):
+    """Has flow f (at rate r) a full link on which no flow gets more? Its first candidate is
+    `first` (-1: none); the link found is remembered in bneck."""
+    if first >= 0:
+        full, most = _link_state(first, cap, users, nusers, rate, in_reg, stamp, new, smark, sgen, sfull, smost)
+        if full and r >= most * (1.0 - TOL):
+            bneck[f] = first
+            return True
+    for k in range(nlinks[f]):
+        link = flinks[f, k]
+        if link == first:
+            continue
+        full, most = _link_state(link, cap, users, nusers, rate, in_reg, stamp, new, smark, sgen, sfull, smost)
+        if full and r >= most * (1.0 - TOL):
+            bneck[f] = link
+            return True
+    return False
+
+
+def _violations(cap, users, nusers, flinks, nlinks, rate, bneck, in_reg, stamp, region, nreg,
+                lmark, lgen, reglinks, nl, new, frozen_at, smark, sgen, sfull, smost,
+                omark, grow):
+    """NetShares._violations: the flows outside the region that must join it (into grow, marked
+    with sgen in omark); returns how many."""
+    ng = 0
+    for i in range(nl):
+        link = reglinks[i]
+        for j in range(nusers[link]):
+            g = users[link, j]
+            if in_reg[g] == stamp or omark[g] == -sgen or omark[g] == sgen:
+                continue
+            omark[g] = -sgen      # looked at
+            b = bneck[g]
+            # A bottleneck away from the region's links is as it was: still one.
+            if b >= 0 and lmark[b] != lgen:
+                continue
+            if not _bottlenecked(g, rate[g], b, cap, users, nusers, flinks, nlinks, rate, in_reg, stamp,
+                                 new, smark, sgen, sfull, smost, bneck):
+                omark[g] = sgen
+                grow[ng] = g
+                ng += 1
+    for i in range(nreg):
+        f = region[i]
+        r = new[f]
+        if _bottlenecked(f, r, frozen_at[f], cap, users, nusers, flinks, nlinks, rate, in_reg, stamp,
+                         new, smark, sgen, sfull, smost, bneck):
+            continue
+        for k in range(nlinks[f]):
+            link = flinks[f, k]
+            for j in range(nusers[link]):
+                g = users[link, j]
+                if in_reg[g] != stamp and omark[g] != sgen and rate[g] > r:
+                    omark[g] = sgen
+                    grow[ng] = g
+                    ng += 1
+    return ng
+
+
+def _update_py(cap, users, nusers, flinks, nlinks, rate, has_rate, bneck, rem, add, add_off, add_links,
+               gen, in_reg, lmark, fmark, smark, omark, sfull, smost, remaining, count, new, frozen_at,
+               region, reglinks, grow, hs, hl, hpos, out_slot, out_rate, counters):
+    """NetShares.update on arrays: remove the flows `rem`, add the flows `add` (links
+    add_links[add_off[i]:add_off[i + 1]]), re-share the region they reach. Writes the flows
+    whose rate changed into out_slot/out_rate and returns how many; -1 when a link's user list
+    is full (nothing changed: the caller grows `users` and calls again). `gen` is the first
+    fresh generation for the scratch marks; counters[0] gets the next one; counters[1:4] add up
+    the regions' flows, the solves and the re-shares (statistics)."""
+    U = users.shape[1]
+    # room first, so that nothing changes unless everything fits
+    gen0 = gen
+    for i in range(add.shape[0]):
+        for k in range(add_off[i], add_off[i + 1]):
+            link = add_links[k]
+            if lmark[link] != gen0:
+                lmark[link] = gen0
+                count[link] = nusers[link]
+            count[link] += 1
+            if count[link] > U:
+                counters[0] = gen0 + 1
+                return -1
+    seed_gen = gen0 + 1
+    nseed = 0
+    for i in range(rem.shape[0]):
+        f = rem[i]
+        for k in range(nlinks[f]):
+            link = flinks[f, k]
+            if lmark[link] != seed_gen:
+                lmark[link] = seed_gen
+                reglinks[nseed] = link
+                nseed += 1
+            n = nusers[link]
+            j = 0
+            while users[link, j] != f:
+                j += 1
+            for m in range(j, n - 1):
+                users[link, m] = users[link, m + 1]
+            nusers[link] = n - 1
+        nlinks[f] = 0
+        has_rate[f] = False
+        bneck[f] = -1
+    for i in range(add.shape[0]):
+        f = add[i]
+        nlinks[f] = add_off[i + 1] - add_off[i]
+        for k in range(add_off[i], add_off[i + 1]):
+            link = add_links[k]
+            flinks[f, k - add_off[i]] = link
+            users[link, nusers[link]] = f
+            nusers[link] += 1
+            if lmark[link] != seed_gen:
+                lmark[link] = seed_gen
+                reglinks[nseed] = link
+                nseed += 1
+        has_rate[f] = False
+        bneck[f] = -1
+    stamp = seed_gen     # in_reg[f] == stamp: f is in this update's region
+    gen = seed_gen + 1
+    if nseed == 0:
+        counters[0] = gen
+        return 0
+    nreg = 0
+    for i in range(nseed):
+        link = reglinks[i]
+        for j in range(nusers[link]):
+            f = users[link, j]
+            if in_reg[f] != stamp:
+                in_reg[f] = stamp
+                region[nreg] = f
+                nreg += 1
+    solves = 0
+    while True:
+        solves += 1
+        lgen = gen
+        gen += 1
+        nl = _solve(cap, users, nusers, flinks, nlinks, rate, in_reg, stamp, region, nreg,
+                    lmark, lgen, reglinks, remaining, count, new, frozen_at, fmark, hs, hl, hpos)
+        sgen = gen
+        gen += 1
+        ng = _violations(cap, users, nusers, flinks, nlinks, rate, bneck, in_reg, stamp, region, nreg,
+                         lmark, lgen, reglinks, nl, new, frozen_at, smark, sgen, sfull, smost, omark, grow)
+        if ng == 0:
+            break
+        for i in range(ng):
+            g = grow[i]
+            in_reg[g] = stamp
+            region[nreg] = g
+            nreg += 1
+    nout = 0
+    for i in range(nreg):
+        f = region[i]
+        r = new[f]
+        if not has_rate[f]:
+            rate[f] = r
+            has_rate[f] = True
+            out_slot[nout] = f
+            out_rate[nout] = r
+            nout += 1
+        else:
+            old = rate[f]
+            # A flow solved again keeps its rate up to rounding: keep the old value then (no
+            # re-rate, no new finish event for float noise).
+            if abs(r - old) > REL_TOL * old:
+                rate[f] = r
+                out_slot[nout] = f
+                out_rate[nout] = r
+                nout += 1
+    counters[0] = gen
+    counters[1] += nreg
+    counters[2] += solves
+    counters[3] += 1
+    return nout
+
+
+class FastNetShares:
+    """dlsched.sim.network.NetShares on arrays: the same interface (`update`, `share`, `flows`,
+    `rate`, `bneck`) and the same numbers. Flows are job ids outside, slots (array rows) inside;
+    a removed flow's slot is reused by a later flow."""
+
+    def __init__(self, capacity) -> None:
+        if not available():
+            raise RuntimeError("FastNetShares needs numba")
+        self.capacity = np.array([float(c) for c in capacity], dtype=np.float64)
+        self.flows: dict[str, tuple[int, ...]] = {}
+        self._slot: dict[str, int] = {}
+        self._names: list[str | None] = []
+        self._free: list[int] = []
+        self._gen = 1
+        L = len(self.capacity)
+        self._users = np.zeros((L, 8), dtype=np.int64)
+        self._nusers = np.zeros(L, dtype=np.int64)
+        self._lmark = np.zeros(L, dtype=np.int64)
+        self._smark = np.zeros(L, dtype=np.int64)
+        self._sfull = np.zeros(L, dtype=np.bool_)
+        self._smost = np.zeros(L, dtype=np.float64)
+        self._remaining = np.zeros(L, dtype=np.float64)
+        self._count = np.zeros(L, dtype=np.int64)
+        self._reglinks = np.zeros(L, dtype=np.int64)
+        self._hs = np.zeros(L, dtype=np.float64)      # the filling's heap: keys, links by position
+        self._hl = np.zeros(L, dtype=np.int64)
+        self._hpos = np.full(L, -1, dtype=np.int64)   # link -> its heap position, -1: not in it
+        self._counters = np.zeros(4, dtype=np.int64)   # next generation; region flows, solves, re-shares
+        self._F = 0
+        self._K = 4
+        self._flinks = np.zeros((0, self._K), dtype=np.int64)
+        self._grow_flows(256)
+
+    def _grow_flows(self, F: int, K: int | None = None) -> None:
+        """Room for F flows of up to K links each (arrays copied into larger ones)."""
+        K = self._K if K is None else K
+        old = self._F
+        flinks = np.zeros((F, K), dtype=np.int64)
+        flinks[:old, :self._K] = self._flinks
+        self._flinks, self._K = flinks, K
+
+        def grown(name, dtype, fill=0):
+            a = np.full(F, fill, dtype=dtype)
+            if old:
+                a[:old] = getattr(self, name)
+            setattr(self, name, a)
+        grown("_nlinks", np.int64)
+        grown("_rate", np.float64)
+        grown("_has_rate", np.bool_)
+        grown("_bneck", np.int64, -1)
+        grown("_in_reg", np.int64)
+        grown("_fmark", np.int64)
+        grown("_omark", np.int64)
+        grown("_new", np.float64)
+        grown("_frozen_at", np.int64)
+        grown("_region", np.int64)
+        grown("_grow", np.int64)
+        grown("_out_slot", np.int64)
+        grown("_out_rate", np.float64)
+        if F > old:
+            self._names.extend([None] * (F - old))
+            self._free.extend(range(F - 1, old - 1, -1))   # popped from the end: lowest first
+        self._F = F
+
+    def share(self, flow: str) -> float | None:
+        s = self._slot.get(flow)
+        return None if s is None else float(self._rate[s])
+
+    @property
+    def rate(self) -> dict[str, float]:
+        return {f: float(self._rate[s]) for f, s in self._slot.items()}
+
+    @property
+    def bneck(self) -> dict[str, int]:
+        return {f: int(self._bneck[s]) for f, s in self._slot.items() if self._bneck[s] >= 0}
+
+    def update(self, changes: dict[str, tuple[int, ...] | None]) -> dict[str, float]:
+        """NetShares.update: apply `changes` (flow -> its links, or None to remove it), re-share
+        the region they reach; {flow: new rate} for the flows whose rate changed."""
+        flows, slot, names = self.flows, self._slot, self._names
+        rem: list[int] = []
+        add: list[int] = []
+        off = [0]
+        links_all: list[int] = []
+        freed: list[int] = []
+        k_max = 0
+        for f, links in changes.items():
+            old = flows.get(f)
+            if old == links:
+                continue
+            if old is not None:
+                s = slot.pop(f)
+                del flows[f]
+                rem.append(s)
+                freed.append(s)
+            if links:
+                if not self._free:
+                    self._grow_flows(2 * self._F)
+                s = self._free.pop()
+                flows[f] = links
+                slot[f] = s
+                names[s] = f
+                add.append(s)
+                links_all.extend(links)
+                off.append(len(links_all))
+                if len(links) > k_max:
+                    k_max = len(links)
+        if not rem and not add:
+            return {}
+        if k_max > self._K:
+            self._grow_flows(self._F, max(k_max, 2 * self._K))
+        rem_a = np.array(rem, dtype=np.int64)
+        add_a = np.array(add, dtype=np.int64)
+        off_a = np.array(off, dtype=np.int64)
+        links_a = np.array(links_all, dtype=np.int64)
+        while True:
+            n = _kernel(self.capacity, self._users, self._nusers, self._flinks, self._nlinks, self._rate,
+                        self._has_rate, self._bneck, rem_a, add_a, off_a, links_a, self._gen,
+                        self._in_reg, self._lmark, self._fmark, self._smark, self._omark, self._sfull,
+                        self._smost, self._remaining, self._count, self._new, self._frozen_at,
+                        self._region, self._reglinks, self._grow, self._hs, self._hl, self._hpos,
+                        self._out_slot, self._out_rate, self._counters)
+            self._gen = int(self._counters[0])
+            if n >= 0:
+                break
+            users = np.zeros((len(self.capacity), 2 * self._users.shape[1]), dtype=np.int64)
+            users[:, :self._users.shape[1]] = self._users
+            self._users = users
+        for s in freed:
+            names[s] = None
+        self._free.extend(freed)
+        return dict(zip(map(names.__getitem__, self._out_slot[:n].tolist()), self._out_rate[:n].tolist()))
