@@ -235,6 +235,36 @@ class RestartClock:
         return float("inf") if since is None else now - since
 
 
+class ChangedJobs:
+    """The jobs whose records (state, placements, tasks) may have changed since the last
+    `take()`: those named by the plans applied and the events observed (fed by its owner's
+    observe()). Lets a component keep a per-job view between rounds and update it for these
+    jobs alone, where a pass over every running job at every round cost O(running).
+
+    Before its owner has observed anything (a round built by hand, outside Scheduler.run, whose
+    records may change unseen), `take()` answers None: rebuild from the records."""
+
+    def __init__(self) -> None:
+        self.jobs: set[str] = set()
+        self.live = False
+
+    def observe(self, events: list, applied) -> None:
+        self.live = True
+        jobs = self.jobs
+        if applied is not None:
+            for d in applied.decisions:
+                jobs.add(d.job_id)
+        for e in events:
+            j = getattr(e, "job_id", None)
+            if j is not None:
+                jobs.add(j)
+
+    def take(self) -> set[str] | None:
+        """The jobs changed since the last take (and forget them); None: rebuild everything."""
+        jobs, self.jobs = self.jobs, set()
+        return jobs if self.live else None
+
+
 def find_action(ctx, cls):
     """The profile's instance of an action class, or None (actions cooperate through it)."""
     return ctx.action(cls)

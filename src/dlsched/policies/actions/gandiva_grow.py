@@ -21,10 +21,12 @@ new jobs arrive.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from dlsched.core.types import GPU, Role, TaskPlacement, TaskSpec
-from dlsched.policies.actions.gandiva_common import (RestartClock, find_action, is_whole_dl,
+from dlsched.policies.actions.gandiva_common import (ChangedJobs, RestartClock, find_action, is_whole_dl,
                                                      pick_gpus_affine, resize)
 from dlsched.policies.actions.gandiva_timeslice import GandivaTimeslice
 from dlsched.scheduler.context import JobState
@@ -62,11 +64,16 @@ class GandivaGrow(Action):
         self._speed: tuple | None = None      # (cluster, SpeedModel)
         self.grows = 0
         self.shrinks = 0
+        self._changed = ChangedJobs()
+        self._cands: dict = {}                # see _candidates
+        self._cands_cluster = None
 
     # -- shrink: before placement ---------------------------------------------------------------
 
     def observe(self, now: float, events: list, applied) -> None:
         self.clock.observe(now, events, applied)
+        self._changed.observe(events, applied)
+
     def before_place(self, ctx) -> None:
         for j in [j for j in self.grown if ctx.jobs[j].state is not JobState.RUNNING]:
             del self.grown[j]   # finished or stopped: its original size comes back with it
@@ -97,10 +104,75 @@ class GandivaGrow(Action):
     def act(self, ctx) -> None:
         self._grow(ctx)
 
+    def quiet_until(self, now: float, running) -> float:
+        """Time moves two things alone: a grown job may be shrunk once it ran min_shrink_s at
+        its grown size, and a job that scales may grow once it ran min_run_s since its last
+        restart. Everything else waits for an event (an arrival, a finish, a plan applied)."""
+        if not self.enabled:
+            return math.inf
+        t = math.inf
+        for _, since in self.grown.values():
+            if since + self.min_shrink_s > now:
+                t = min(t, since + self.min_shrink_s)
+        if self.max_factor >= 2:
+            for job_id, cand in self._cands.items():
+                if job_id in self.grown:
+                    continue
+                start = self.clock.started.get(job_id, cand[0].first_start_s)
+                if start is not None and start + self.min_run_s > now:
+                    t = min(t, start + self.min_run_s)
+        return t - 1e-6   # a little early: the round then runs (float noise in the checks)
+
+    def _candidates(self, ctx) -> dict:
+        """The running jobs that could ever grow where they are (the checks of `_grow` and
+        `_grow_one` that read only the job's record: its spec, tasks and placements), with
+        their iteration time there: {job_id: (record, iteration time, node, placements,
+        demand)}. Kept between rounds, updated for the jobs whose records changed."""
+        changed = self._changed.take()
+        if changed is None or self._cands_cluster is not ctx.snap.cluster:
+            self._cands_cluster = ctx.snap.cluster
+            self._cands = {}
+            changed = [r.job_id for r in ctx.running]
+        cands = self._cands
+        for job_id in changed:
+            rec = ctx.jobs.get(job_id)
+            cand = None if rec is None or not ctx.is_running(job_id) else self._static(ctx, rec)
+            if cand is None:
+                cands.pop(job_id, None)
+            else:
+                cands[job_id] = cand
+        return cands
+
+    def _static(self, ctx, rec):
+        if (rec.state is not JobState.RUNNING or rec.unplaced() or not is_whole_dl(rec)
+                or len(rec.tasks) != len(rec.spec.tasks)):
+            return None
+        spec = rec.spec
+        if spec.comm != "allreduce" or any(t.role is not Role.WORKER for t in rec.tasks):
+            return None
+        demands = {t.demand for t in rec.tasks}
+        if len(demands) != 1:
+            return None
+        demand = next(iter(demands))
+        g = demand[GPU]
+        if g < 1 - _EPS or abs(g - round(g)) > _EPS:
+            return None
+        placed = sorted(rec.placed.values(), key=lambda tp: tp.task)
+        nodes = {tp.node for tp in placed}
+        if len(nodes) != 1:
+            return None
+        t0 = self._iter_time(self._speed_model(ctx.snap.cluster), spec, tuple(placed), rec.tasks)
+        if t0 is None:
+            return None
+        return rec, t0, nodes.pop(), placed, demand
+
     def _grow(self, ctx) -> None:
         txn = ctx.txn
         if self.max_factor < 2 or not self.enabled:
             return
+        cands = self._candidates(ctx)
+        if not cands:
+            return   # nobody could grow (the checks below would find none)
         if any(rec.spec.kind == "dl" and rec.job_id not in txn.decided and not rec.placed
                and rec.state is not JobState.REJECTED for rec in ctx.queue):
             return   # somebody waits: not lightly loaded
@@ -112,37 +184,22 @@ class GandivaGrow(Action):
         if total <= 0 or float(np.clip(txn.free[up, GPU], 0, None).sum()) < self.min_free_frac * total - _EPS:
             return
         in_ring = ts.ring_of if ts is not None else {}
-        for rec in sorted(ctx.running, key=lambda r: (r.submit_time_s, r.job_id)):
+        for cand in sorted(cands.values(), key=lambda c: (c[0].submit_time_s, c[0].job_id)):
+            rec = cand[0]
             if (rec.job_id in self.grown or rec.job_id in in_ring or rec.job_id in txn.decided
-                    or rec.job_id in txn.released or rec.state is not JobState.RUNNING
-                    or rec.unplaced() or not is_whole_dl(rec) or len(rec.tasks) != len(rec.spec.tasks)
+                    or rec.job_id in txn.released
                     or self.clock.ran_for(rec, ctx.now) < self.min_run_s - _EPS):
                 continue
-            self._grow_one(ctx, rec)
+            self._grow_one(ctx, cand)
 
-    def _grow_one(self, ctx, rec) -> None:
+    def _grow_one(self, ctx, cand) -> None:
+        rec, t0, node, placed, demand = cand
         spec = rec.spec
-        if spec.comm != "allreduce" or any(t.role is not Role.WORKER for t in rec.tasks):
-            return
-        demands = {t.demand for t in rec.tasks}
-        if len(demands) != 1:
-            return
-        demand = next(iter(demands))
         g = demand[GPU]
-        if g < 1 - _EPS or abs(g - round(g)) > _EPS:
-            return
-        placed = sorted(rec.placed.values(), key=lambda tp: tp.task)
-        nodes = {tp.node for tp in placed}
-        if len(nodes) != 1:
-            return
-        node = nodes.pop()
         txn = ctx.txn
         if any(txn.gpu_load[node, gg] > 1 for tp in placed for gg in tp.gpu_ids):
             return   # shares a GPU
         speed = self._speed_model(ctx.snap.cluster)
-        t0 = self._iter_time(speed, spec, tuple(placed), rec.tasks)
-        if t0 is None:
-            return
         w = len(rec.tasks)
         cluster = ctx.snap.cluster
         groups = cluster.gpu_groups(node, [gg for tp in placed for gg in tp.gpu_ids])

@@ -39,6 +39,8 @@ most of a migration is the framework's restart) and restores.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from dlsched.core.types import GPU
@@ -73,9 +75,24 @@ class GandivaMigrate(Action):
         self.clock = RestartClock()
         self.moves = 0          # migrations decided (both kinds)
         self.defrags = 0        # jobs placed by defragmentation
+        self._searched_at: float | None = None   # the last round that searched (_best_node)
 
     def observe(self, now: float, events: list, applied) -> None:
         self.clock.observe(now, events, applied)
+
+    def quiet_until(self, now: float, running) -> float:
+        """Time moves one thing alone: a running job becomes movable for defragmentation once
+        it ran min_run_s since its last restart. That matters only when the last round searched
+        for a node to defragment (a waiting job passed every other check); moves to freed GPUs
+        depend on the free GPUs and the rings alone."""
+        if not (self.defrag and self.max_moves > 0 and self._searched_at == now):
+            return math.inf
+        t = math.inf
+        for r in running:
+            start = self.clock.started.get(r.job_id, r.first_start_s)
+            if start is not None and start + self.min_run_s > now:
+                t = min(t, start + self.min_run_s)
+        return t - 1e-6   # a little early: the round then runs (float noise in the checks)
 
     def before_place(self, ctx) -> None:
         budget = self.max_moves
@@ -145,6 +162,7 @@ class GandivaMigrate(Action):
             if not ok.any() or (txn.free[ok] >= need - _EPS).all(axis=1).any():
                 continue   # no node can ever hold it whole, or one holds it now: nothing to do
             tries -= 1
+            self._searched_at = ctx.now
             plan = self._best_node(ctx, rec, tasks, need, np.flatnonzero(ok), ring_of, budget)
             if plan is None:
                 continue

@@ -43,9 +43,12 @@ time-slicing max_load = 2 a GPU holds at most two jobs.
 """
 from __future__ import annotations
 
+import math
+
 from dlsched.policies.actions.gandiva_common import find_action
 from dlsched.policies.actions.gandiva_timeslice import GandivaTimeslice
 from dlsched.scheduler.context import JobState
+from dlsched.scheduler.events import JobFinish
 from dlsched.scheduler.framework import Action, register
 from dlsched.workload.packing import gpu_mem_gb, gpu_util, packed_factor
 
@@ -84,9 +87,48 @@ class GandivaPack(Action):
         self.judged: list[dict] = []       # per verdict: packed and sliced aggregates, how measured
         self.solo: dict[str, float] = {}   # job -> its rate when last seen alone on its ring's GPUs
         self._rings: dict = {}             # gandiva_timeslice's rings (seen at the last round)
+        self._jobs = self._cluster = None  # the last round's records and cluster
 
     def act(self, ctx) -> None:
         """Nothing after placement: packing is decided before it (see before_place)."""
+
+    def observe(self, now: float, events: list, applied) -> None:
+        for e in events:
+            if isinstance(e, JobFinish):
+                self.solo.pop(e.job_id, None)   # never packed again
+
+    def quiet_until(self, now: float, running) -> float:
+        """Time moves one thing alone: a profiling window ends. A ring that could be packed
+        (its models fit together and the mix was not undone) is never quiet: its holder's
+        solo rate is taken at each round, and the pack waits for it. Nor is a ring with one
+        member running (its solo rate is read at each round, below)."""
+        if not self.enabled or not self._rings:
+            return math.inf
+        t = math.inf
+        for ring in self._rings.values():
+            if sum(1 for m in ring.members if self._jobs[m].placed) == 1:
+                # its holder's rate is read at every round (_see_solo), and on the simulator a
+                # read integrates the job's progress to now: fewer reads move its finish by
+                # float noise (1e-12 s), so such rounds all run, as they did
+                return now
+            if ring.packed_since is not None:
+                if not ring.pack_verdict and now - ring.packed_since < self.window_s - _EPS:
+                    t = min(t, ring.packed_since + self.window_s)
+                continue
+            if self._could_pack(ring):
+                return now
+        return t - 1e-6   # a little early: the round then runs (float noise in the checks)
+
+    def _could_pack(self, ring) -> bool:
+        """The checks of _try_pack that read the members' models alone."""
+        if not 2 <= len(ring.members) <= self.max_jobs:
+            return False
+        models = [self._jobs[m].spec.model for m in ring.members]
+        if _mix(models) in self.undone:
+            return False
+        mem = min(self._cluster.nodes[tp.node].gpu_mem_gb for tp in ring.home if tp.gpu_ids)
+        return (sum(gpu_mem_gb(m) for m in models) <= mem + _EPS
+                and sum(gpu_util(m) for m in models) <= self.max_util + _EPS)
 
     def next_wake(self, now: float) -> float | None:
         """The end of the earliest profiling window still open: the verdict is on time."""
@@ -106,6 +148,7 @@ class GandivaPack(Action):
         if ts is None or not self.enabled:
             return
         self._rings = ts.rings
+        self._jobs, self._cluster = ctx.jobs, ctx.snap.cluster
         for ring in list(ts.rings.values()):
             run = [m for m in ring.members if self._on_home(ctx, ring, m)]
             if len(run) >= 2:

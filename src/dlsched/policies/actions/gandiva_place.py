@@ -42,10 +42,12 @@ gandiva_pack, gandiva_migrate and gandiva_grow.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from dlsched.core.types import GPU, Launch, Migrate, Resize, Resume, Suspend
-from dlsched.policies.actions.gandiva_common import pick_gpus_affine
+from dlsched.policies.actions.gandiva_common import ChangedJobs, pick_gpus_affine
 from dlsched.scheduler.framework import Place, ProfileSpec, register, register_profile
 
 _EPS = 1e-9
@@ -63,8 +65,28 @@ class GandivaPlace(Place):
         if not oversubscribe:   # over-subscription is what shares GPUs
             self.needs = frozenset()
         self.max_load = max_load
-        self._jobs: dict = {}   # _NodeView's per-job cache, kept from round to round
+        # Which job sizes hold GPUs on each node, for the records as the last applied plan and
+        # events left them: kept between rounds and updated only for the jobs observe() saw
+        # change (a round used to start with a pass over every running job).
+        self._affinity: _Affinity | None = None
+        self._changed = ChangedJobs()
 
+    def observe(self, now: float, events: list, applied) -> None:
+        """Note the jobs whose placements may have changed (the affinity view is updated for
+        them alone, at the next round that needs it)."""
+        self._changed.observe(events, applied)
+
+    def quiet_until(self, now: float, running) -> float:
+        return math.inf   # decides from the cluster, the queue and the round's plan alone
+
+    def _view(self, ctx) -> "_NodeView":
+        aff = self._affinity
+        changed = self._changed.take()
+        if aff is None or changed is None or aff.cluster is not ctx.snap.cluster:
+            aff = self._affinity = _Affinity.build(ctx)     # from scratch: the records
+        else:
+            aff.sync(ctx, changed)
+        return _NodeView(ctx, aff)
 
     def place(self, ctx) -> None:
         txn = ctx.txn
@@ -85,7 +107,7 @@ class GandivaPlace(Place):
             if shape in failed:
                 continue
             if view is None:
-                view = _NodeView(ctx, self._jobs)
+                view = self._view(ctx)
             if self._get_nodes(ctx, view, rec, tasks, size):
                 ctx.commit(rec, gang=True)
                 view.add_job(size, _last_placements(txn, rec.job_id))
@@ -213,47 +235,124 @@ def _last_placements(txn, job_id: str) -> tuple:
     return ()
 
 
-class _NodeView:
-    """Per-round view of the cluster for Algorithm 1: which job sizes sit on each node."""
+def _held(ctx, rec) -> bool:
+    """The job holds resources (running, or partly placed and waiting)."""
+    return bool(rec.placed) and (rec.queued or ctx.is_running(rec.job_id))
 
-    def __init__(self, ctx, cache: dict):
+
+class _Affinity:
+    """For each node, how many jobs of each size hold GPUs on it, over the jobs that hold
+    something as the records say (running, or partly placed). `entries[job] = (size, GPU
+    nodes)`; `count[n][size]` jobs; `n_jobs[n]` their total; `has[size]` the nodes where
+    count[n][size] > 0. Updated job by job; `build` is the same from scratch."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        n = cluster.num_nodes
+        self.entries: dict[str, tuple[float, frozenset]] = {}
+        self.count: list[dict[float, int]] = [{} for _ in range(n)]
+        self.n_jobs = np.zeros(n, dtype=np.int64)
+        self.has: dict[float, np.ndarray] = {}
+
+    @classmethod
+    def build(cls, ctx) -> "_Affinity":
+        aff = cls(ctx.snap.cluster)
+        for rec in (*ctx.running, *ctx.queue):
+            if rec.placed and rec.job_id not in aff.entries:
+                aff.set(rec.job_id, _size(rec), _gpu_nodes(rec.placed.values()))
+        return aff
+
+    def sync(self, ctx, changed) -> None:
+        for job_id in changed:
+            rec = ctx.jobs.get(job_id)
+            if rec is not None and _held(ctx, rec):
+                self.set(job_id, _size(rec), _gpu_nodes(rec.placed.values()))
+            else:
+                self.remove(job_id)
+
+    def set(self, job_id: str, size: float, nodes: frozenset) -> None:
+        old = self.entries.get(job_id)
+        if old == (size, nodes):
+            return
+        if old is not None:
+            self.remove(job_id)
+        self.entries[job_id] = (size, nodes)
+        for n in nodes:
+            c = self.count[n]
+            k = c.get(size, 0)
+            c[size] = k + 1
+            self.n_jobs[n] += 1
+            if k == 0:
+                self._mask(size)[n] = True
+
+    def remove(self, job_id: str) -> None:
+        old = self.entries.pop(job_id, None)
+        if old is None:
+            return
+        size, nodes = old
+        for n in nodes:
+            c = self.count[n]
+            k = c[size] - 1
+            self.n_jobs[n] -= 1
+            if k:
+                c[size] = k
+            else:
+                del c[size]
+                self.has[size][n] = False
+
+    def _mask(self, size: float) -> np.ndarray:
+        m = self.has.get(size)
+        if m is None:
+            m = self.has[size] = np.zeros(len(self.count), dtype=bool)
+        return m
+
+    def sizes(self, n: int) -> set[float]:
+        return set(self.count[n])
+
+
+def _gpu_nodes(placements) -> frozenset:
+    return frozenset(tp.node for tp in placements if tp.gpu_ids)
+
+
+class _NodeView:
+    """Per-round view of the cluster for Algorithm 1: which job sizes sit on each node, as
+    this round's plan leaves them (the kept `_Affinity` of the records, plus what the round
+    decided so far: an overlay of per-node count changes on the few nodes it touched)."""
+
+    def __init__(self, ctx, aff: _Affinity):
         self.ctx = ctx
         cl = ctx.snap.cluster
         self.gpus = cl.capacity[:, GPU]
-        self.sizes: list[set[float]] = [set() for _ in range(cl.num_nodes)]
+        self.aff = aff
+        self.delta: dict[int, dict[float, int]] = {}   # node -> size -> jobs added (or removed)
         self._masks: dict = {}   # has_size / unallocated masks, until the next add_job
-        # Placements of every job that holds something, as this round's plan leaves them.
-        held: dict[str, tuple] = {}
-        for rec in (*ctx.running, *ctx.queue):
-            if rec.placed and rec.spec.job_id not in held:
-                held[rec.spec.job_id] = tuple(rec.placed.values())
+        # The round's decisions so far (earlier actions): the placements they leave each job.
+        decided: dict[str, tuple] = {}
         for d in ctx.txn.plan.decisions:
+            j = d.job_id
             if isinstance(d, Suspend):
-                held.pop(d.job_id, None)
+                decided[j] = ()
             elif isinstance(d, (Launch, Resume)):
-                held[d.job_id] = held.get(d.job_id, ()) + tuple(d.placements)
+                if j not in decided:
+                    rec = ctx.jobs[j]
+                    decided[j] = tuple(rec.placed.values()) if _held(ctx, rec) else ()
+                decided[j] = decided[j] + tuple(d.placements)
             elif isinstance(d, (Migrate, Resize)):
-                held[d.job_id] = tuple(d.placements)
-        # `cache` keeps each job's (tasks, placements, size, GPU nodes) from the last round:
-        # every round starts with this pass over all running jobs, and most have not moved.
-        fresh = {}
-        for job_id, placements in held.items():
-            rec = ctx.jobs[job_id]
-            entry = cache.get(job_id)
-            if entry is None or entry[0] is not rec.tasks or entry[1] != placements:
-                entry = (rec.tasks, placements, _size(rec), {tp.node for tp in placements if tp.gpu_ids})
-            fresh[job_id] = entry
-            size = entry[2]
-            for n in entry[3]:
-                self.sizes[n].add(size)
-        cache.clear()
-        cache.update(fresh)
+                decided[j] = tuple(d.placements)
+        for j, placements in decided.items():
+            old = aff.entries.get(j)
+            if old is not None:
+                self._shift(old[0], old[1], -1)
+            self._shift(_size(ctx.jobs[j]), _gpu_nodes(placements), 1)
+
+    def _shift(self, size: float, nodes, sign: int) -> None:
+        for n in nodes:
+            d = self.delta.setdefault(n, {})
+            d[size] = d.get(size, 0) + sign
 
     def add_job(self, size: float, placements) -> None:
         """A job of `size` GPUs now holds these placements: their GPU nodes get its affinity."""
-        for tp in placements:
-            if tp.gpu_ids:
-                self.sizes[tp.node].add(size)
+        self._shift(size, _gpu_nodes(placements), 1)
         self._masks.clear()
 
     def eligible(self, spec) -> np.ndarray:
@@ -268,13 +367,22 @@ class _NodeView:
     def has_size(self, size: float) -> np.ndarray:
         """Nodes whose affinity includes `size` (cached: a queue repeats a few sizes)."""
         if size not in self._masks:
-            self._masks[size] = np.array([size in s for s in self.sizes], dtype=bool)
+            base = self.aff.has.get(size)
+            m = np.zeros(len(self.gpus), dtype=bool) if base is None else base.copy()
+            count = self.aff.count
+            for n, d in self.delta.items():
+                m[n] = count[n].get(size, 0) + d.get(size, 0) > 0
+            self._masks[size] = m
         return self._masks[size]
 
     def unallocated(self) -> np.ndarray:
         """Nodes that hold no GPU job ("affinity 0")."""
         if None not in self._masks:
-            self._masks[None] = np.array([not s for s in self.sizes], dtype=bool)
+            m = self.aff.n_jobs == 0
+            n_jobs = self.aff.n_jobs
+            for n, d in self.delta.items():
+                m[n] = n_jobs[n] + sum(d.values()) == 0
+            self._masks[None] = m
         return self._masks[None]
 
     def load(self) -> np.ndarray:

@@ -33,6 +33,7 @@ that someone waits for (the backend's wake_at), whatever the profile's round int
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from dlsched.core import types as T
@@ -40,6 +41,7 @@ from dlsched.core.types import GPU
 from dlsched.policies.actions.gandiva_common import (RestartClock, fits_except_gpu, is_whole_dl,
                                                      start_on, suspend)
 from dlsched.scheduler.context import JobState
+from dlsched.scheduler.events import JobFinish
 from dlsched.scheduler.framework import Action, register
 from dlsched.workload.packing import SwitchCost
 
@@ -74,7 +76,7 @@ def shape_of(rec) -> tuple:
 class GandivaTimeslice(Action):
     """Gandiva time slicing: jobs of one size take turns of a quantum on shared GPUs (over-subscription)."""
     needs = frozenset(('costed_switches', 'preemption'))  # backend capabilities (dlsched.scheduler.backend)
-    round_state = ("rings", "ring_of", "_next", "costed")
+    round_state = ("rings", "ring_of", "_next", "costed", "_fingerprint", "_changed")
 
     def __init__(self, quantum_s: float = 60.0, max_load: int = 2, min_run_s: float = 30.0,
                  host_gbps: float = 80.0, fixed_s: float = 0.5, restart_s: float = 5.0,
@@ -97,11 +99,48 @@ class GandivaTimeslice(Action):
         self._started: set[str] = set()  # members a ring started in this round
         self._txn = None                  # ... the round (its transaction) they belong to
         self.costed: set[str] = set()     # jobs whose checkpoint a costed suspend wrote
+        # the rings as the last round left them, and whether that round changed them (a round
+        # that changed them without a decision, an admission, is followed by one more)
+        self._fingerprint: tuple = ()
+        self._changed = False
+        self._jobs = None                 # the records (ctx.jobs) of the last round
 
     # -- hooks ---------------------------------------------------------------------------------
 
     def observe(self, now: float, events: list, applied) -> None:
         self.clock.observe(now, events, applied)
+        for e in events:
+            if isinstance(e, JobFinish):
+                self.costed.discard(e.job_id)   # never resumed again
+
+    def quiet_until(self, now: float, running) -> float:
+        """Time moves one thing alone: a turn ends (quantum_s since it began, and the holder
+        ran min_run_s). A ring whose turn was over at the last round and kept its holder
+        waits for an event (its parked members do not fit in its holder's place). After a
+        round that changed the rings (an admission decides nothing yet changes what the next
+        round does): not quiet."""
+        if not self.enabled or not self.rings:
+            return math.inf
+        if self._changed:
+            return now
+        jobs = self._jobs
+        t = math.inf
+        for ring in self.rings.values():
+            if len(ring.members) < 2:
+                continue
+            run = [m for m in ring.members if jobs[m].placed]
+            if len(run) != 1:
+                continue   # packed, or nobody holds it: an event comes first
+            holder = jobs[run[0]]
+            if not (now - ring.since < self.quantum_s - _EPS
+                    or self.clock.ran_for(holder, now) < self.min_run_s - _EPS):
+                continue   # over already, and not rotated: blocked until an event
+            end = ring.since + self.quantum_s
+            start = self.clock.started.get(holder.job_id, holder.first_start_s)
+            if start is not None:
+                end = max(end, start + self.min_run_s)
+            t = min(t, end)
+        return t - 1e-6   # a little early: the round then runs (float noise in the checks)
 
     def next_wake(self, now: float) -> float | None:
         """The end of the earliest turn with someone waiting (no later than the quantum, and
@@ -125,6 +164,7 @@ class GandivaTimeslice(Action):
         over; parked members are decided for this round."""
         if not self.enabled:
             return
+        self._jobs = ctx.jobs
         for ring in list(self.rings.values()):
             self._sync(ctx, ring)
         for ring in list(self.rings.values()):
@@ -140,6 +180,9 @@ class GandivaTimeslice(Action):
         for rid in touched:
             self._rotate(ctx, self.rings[rid])
         self._park(ctx)
+        fp = tuple((r.rid, tuple(r.members), r.since, r.packed_since, r.pack_verdict)
+                   for r in self.rings.values())
+        self._changed, self._fingerprint = fp != self._fingerprint, fp
 
     # -- rings ---------------------------------------------------------------------------------
     def leave(self, job_id: str) -> None:
