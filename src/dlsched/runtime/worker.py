@@ -70,9 +70,6 @@ class RankWorker:
         rec["thread"].start()
         return True
 
-    def preloaded(self) -> dict:
-        return {e: {k: v for k, v in r.items() if k != "thread"} for e, r in self.preloads.items()}
-
     def until_saving(self, run_id: str, timeout: float | None = None) -> bool:
         """Block until the run's last step is done (its saving phase) or the run ends; True in
         the first case."""
