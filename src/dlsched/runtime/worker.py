@@ -43,7 +43,7 @@ class RankWorker:
         self.result = None
         self.done = threading.Event()
         self.done.set()
-        self.preloads: dict[str, dict] = {}     # program_key -> {"done", "prepare", "s": seconds}
+        self.preloads: dict[str, threading.Thread | None] = {}   # program_key -> its preload
 
     def ping(self) -> dict:
         return {"pid": os.getpid(), "node": self.node}
@@ -55,19 +55,15 @@ class RankWorker:
         key = program_key(entry, args)
         if key in self.preloads:
             return False
-        rec = self.preloads[key] = {"done": False, "prepare": False, "s": 0.0}
 
         def run():
             from dlsched.runtime.sdk import prepare_entry
-            t0 = time.perf_counter()
             try:
-                rec["prepare"] = prepare_entry(entry, dict(args or {}))
-            except BaseException as e:        # the run itself will meet the error and report it
-                rec["error"] = f"{type(e).__name__}: {e}"
-            rec["s"] = time.perf_counter() - t0
-            rec["done"] = True
-        rec["thread"] = threading.Thread(target=run, daemon=True, name="dlsched-preload")
-        rec["thread"].start()
+                prepare_entry(entry, dict(args or {}))
+            except BaseException:             # the run itself will meet the error and report it
+                pass
+        t = self.preloads[key] = threading.Thread(target=run, daemon=True, name="dlsched-preload")
+        t.start()
         return True
 
     def until_saving(self, run_id: str, timeout: float | None = None) -> bool:
@@ -114,10 +110,9 @@ class RankWorker:
         cap = (Capture(log_path, f"run {self.run_id} rank {ctx.rank} on {self.node} (pid {os.getpid()})")
                if log_path else contextlib.nullcontext())
         key = program_key(entry, ctx.args)
-        pre = self.preloads.get(key)
-        if pre is not None and "thread" in pre:
-            pre["thread"].join()
-        self.preloads.setdefault(key, {"done": True, "prepare": False, "s": 0.0})
+        pre = self.preloads.setdefault(key, None)      # loaded from here on, by this run if not before
+        if pre is not None:
+            pre.join()
         try:
             with cap:
                 try:
