@@ -241,6 +241,9 @@ def test_cli_train_then_evaluate(tmp_path, capsys, cache):
     out = json.loads(capsys.readouterr().out)
     assert out["rows"] == 7 and out["data"]["kind"] == "workload"
     assert out["metrics"]["request"]["gpus"]["rmse"] > 0
+    # evaluate names the model as train does (--name / -n) as well as --model
+    assert main(["estimator", "evaluate", str(f), "-n", "t", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == 7
 
 
 # -- the experiment ---------------------------------------------------------------------------------

@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
     @est_app.command("evaluate")
     def evaluate_cmd(
         source: str = typer.Argument(..., help=SOURCE_HELP),
-        model: str = typer.Option("default", "--model", "-m", help=MODEL_HELP),
+        model: str = typer.Option("default", "--model", "-m", "--name", "-n", help=MODEL_HELP),
         seed: int = typer.Option(1, "--seed", min=0, help="random seed of generated jobs"),
         as_json: bool = typer.Option(False, "--json", help="print JSON"),
     ):
