@@ -37,14 +37,17 @@ test: $(STAMP) browser
 property: $(STAMP)
 	DLSCHED_HYPOTHESIS=property $(BIN)/python -m pytest tests/property
 
-# the simulator's goals (issue "Scale"), each writing its block of benchmarks/RESULTS.md; the last
-# prints the cost-growth table (jobs/s at 10k and 100k jobs, low and high concurrency)
+# the simulator's goals (issue "Scale"), each writing its block of benchmarks/RESULTS.md: fifo on
+# Philly and Pollux, every policy on Philly, one placement round, one Optimus round, sweeps on a
+# 2-node Ray cluster; the last prints the cost-growth table (jobs/s at 10k, 100k and 1M jobs, low
+# and high concurrency)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sim.py
+	$(BIN)/python benchmarks/bench_policies.py
 	$(BIN)/python benchmarks/bench_round.py --tasks 100000 --nodes 5000
 	$(BIN)/python benchmarks/bench_optimus.py --jobs 4000 --nodes 16000
 	$(BIN)/python benchmarks/bench_sweep.py
-	$(BIN)/python benchmarks/bench_scale.py
+	$(BIN)/python benchmarks/bench_scale.py --million
 
 bench-runtime: $(STAMP)
 	$(BIN)/python benchmarks/bench_runtime.py

@@ -3,8 +3,10 @@
 GPU is suspended at a mini-batch boundary for a short one (Tiresias: the long job's attained
 service put it in a lower queue; SRTF: the short job has less work left), resumes from its
 checkpoint when the short one is done, and ends with exactly its steps; DRF starts a later job
-of a user who holds nothing before an earlier job of a user who holds half the cluster; Liquid
-places a job's ranks by the nodes' `rack` labels exactly as the simulator does on the same cluster."""
+of a user who holds nothing before an earlier job of a user who holds half the cluster; under
+Tiresias and Optimus (rounds at multiples of 60 s in the simulator) a job submitted to an idle
+cluster starts at once; Liquid places a job's ranks by the nodes' `rack` labels exactly as the
+simulator does on the same cluster."""
 from __future__ import annotations
 
 import time
@@ -80,6 +82,21 @@ def test_a_long_real_job_is_preempted_for_a_short_one(rt, tmp_path, policy):
         <= _first(log, long_, "resume")
     p = j_long["progress"]
     assert p["suspends"] == 1 and p["resumes"] == 1 and p["switch_lost_s"] > 0
+
+
+@pytest.mark.parametrize("policy", ["tiresias", "optimus"])
+def test_a_job_submitted_to_an_idle_cluster_starts_at_once_under_a_periodic_policy(rt, policy):
+    # both keep Pollux's simulator loop (rounds at multiples of 60 s) in the simulator; on the
+    # runtime an arrival runs a round, so the job is launched long before the first periodic round
+    s = fresh(rt, policy, [])
+    jid = s.submit(timed(f"{policy}-idle", 2, 20))
+    s.wait_state(jid, "done", 120)
+    log = s.get("/log")
+    kinds = _kinds(log, jid)
+    # Optimus starts a job at the size it allocates: a resize from the spec's size when they differ
+    start = kinds[1]
+    assert kinds[0] == "arrival" and start in ("launch", "resize") and kinds[-1] == "finish", kinds
+    assert _first(log, jid, start) - _first(log, jid, "arrival") < 20.0
 
 
 def test_drf_starts_the_user_who_holds_nothing_first(rt):

@@ -65,3 +65,20 @@ def test_most_free_places_chunks_on_the_freest_node():
     assert placed, res.events[:5]
     nodes = sorted(int(p.split("@")[1]) for p in placed[0][3].split(";"))
     assert nodes == [1, 1, 1, 1, 2, 2]
+
+
+@pytest.mark.parametrize("name", ["tiresias", "optimus"])
+def test_the_runtime_runs_rounds_on_events_unless_told_otherwise(name):
+    # the simulator keeps Pollux's loop (rounds at multiples of 60 s); the real runtime also runs a
+    # round on each event, so a job submitted to an idle cluster starts at once; the periodic round
+    # stays, and a user's `event_rounds: false` (the liquid-event-driven experiment's polling) wins
+    sim = build_profile(name)
+    assert (sim.event_rounds, sim.round_s) == (False, 60.0)
+    rt = build_profile(name, runtime=True)
+    assert (rt.event_rounds, rt.round_s) == (True, 60.0)
+    assert build_profile(name, {"event_rounds": False}, runtime=True).event_rounds is False
+    # the runtime's own params are still applied under the user's
+    if name == "optimus":
+        assert (rt.allocator.speed, rt.allocator.remaining) == ("fitted", "fitted")
+        assert build_profile(name, {"params": {"optimus": {"speed": "oracle"}}}, runtime=True).allocator.speed \
+            == "oracle"

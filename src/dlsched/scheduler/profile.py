@@ -76,12 +76,17 @@ class Profile:
 
 
 def build_profile(name: str, overrides: dict | None = None, *, runtime: bool = False) -> Profile:
-    """The registered profile `name`, built; `runtime`: with its runtime_params (for the real
-    runtime), under the user's own params."""
+    """The registered profile `name`, built; `runtime`: as the real runtime runs it, with its
+    runtime_params under the user's own params, and rounds on events (`event_rounds`) unless the
+    user's settings say otherwise: a profile that keeps Pollux's simulator loop (rounds only at
+    multiples of round_s: tiresias, optimus) would leave a job submitted to an idle cluster waiting
+    up to a whole interval; its periodic round still runs."""
     spec = REGISTRY.get("profile", name)
-    if runtime and spec.runtime_params:
+    if runtime:
         over = dict(overrides or {})
-        user = over.get("params", {})
-        over["params"] = {**user, **{c: {**p, **user.get(c, {})} for c, p in spec.runtime_params.items()}}
+        over.setdefault("event_rounds", True)
+        if spec.runtime_params:
+            user = over.get("params", {})
+            over["params"] = {**user, **{c: {**p, **user.get(c, {})} for c, p in spec.runtime_params.items()}}
         overrides = over
     return Profile(spec, overrides)
