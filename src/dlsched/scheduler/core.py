@@ -345,7 +345,7 @@ class Scheduler:
             # All or nothing: a gang whose total demand exceeds the cluster's free total cannot
             # be placed; say so without trying its tasks one by one.
             need = np.sum([t.vector for t in todo], axis=0)
-            have = txn.free[ctx.snap.up].sum(axis=0)
+            have = (txn.free_view() if type(txn) is Transaction else txn.free)[ctx.snap.up].sum(axis=0)
             short = np.flatnonzero(need > have + _EPS)
             if len(short):
                 r = int(short[0])

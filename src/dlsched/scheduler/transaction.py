@@ -127,13 +127,15 @@ class Transaction:
     def reserve(self, job_id: str, task: TaskSpec, node: int,
                 gpu_ids: tuple[int, ...] | None = None) -> TaskPlacement:
         demand = task.vector
+        gpus = float(task.demand[GPU])      # demand[GPU]'s value, without a numpy scalar
         if gpu_ids is None:
-            gpu_ids = self.pick_gpus(node, task.demand[GPU])
+            gpu_ids = self.pick_gpus(node, gpus)
         self.free[node] -= demand
-        load = self.gpu_load[node]
-        for g in gpu_ids:
-            load[g] += 1
-        self._use(node, gpu_ids, demand[GPU], 1)
+        if gpu_ids:
+            load = self.gpu_load[node]
+            for g in gpu_ids:
+                load[g] += 1
+            self._use(node, gpu_ids, gpus, 1)
         tp = TaskPlacement(task.index, int(node), tuple(gpu_ids))
         self._tentative.setdefault(job_id, []).append((tp, demand))
         return tp
