@@ -43,7 +43,9 @@ class Snapshot:
 class ClusterState:
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
-        self.free = cluster.capacity.copy()
+        # column-major, as a round's Transaction keeps it: a round that reserves nothing reads
+        # this array itself (Transaction.free_view), with the same layout as the copy it makes
+        self.free = np.array(cluster.capacity, dtype=np.float64, order="F")
         self.up = np.ones(cluster.num_nodes, dtype=bool)
         g = max(cluster.max_gpus_per_node, 1)
         self.gpu_load = np.zeros((cluster.num_nodes, g), dtype=np.int32)
@@ -51,15 +53,28 @@ class ClusterState:
             self.gpu_load[n.node_id, n.gpus:] = -1
         self.gpu_used = np.zeros((cluster.num_nodes, g), dtype=np.float64)
         self._busy_gpus = 0   # GPUs with at least one task (kept by take/give)
+        self._snap_fields: dict | None = None   # snapshot()'s read-only views of the arrays
 
     def snapshot(self, now: float) -> Snapshot:
         """Read-only views of the state, valid until the backend next changes it (the round that
         reads a snapshot ends before the backend applies its plan). A backend whose state may
         change concurrently (the real runtime) must pass copies instead."""
-        free, up, load, used = self.free.view(), self.up.view(), self.gpu_load.view(), self.gpu_used.view()
-        for a in (free, up, load, used):
-            a.setflags(write=False)
-        return Snapshot(self.cluster, free, up, load, now, used)
+        fields = self._snap_fields
+        if fields is None or fields["free"].base is not self.free or fields["up"].base is not self.up \
+                or fields["gpu_load"].base is not self.gpu_load or fields["gpu_used"].base is not self.gpu_used:
+            # the read-only views, made once: a view shows its array's current values
+            free, up, load, used = self.free.view(), self.up.view(), self.gpu_load.view(), self.gpu_used.view()
+            for a in (free, up, load, used):
+                a.setflags(write=False)
+            fields = self._snap_fields = {"cluster": self.cluster, "free": free, "up": up, "gpu_load": load,
+                                          "gpu_used": used}
+        # Snapshot(...) without the frozen dataclass's per-field object.__setattr__ (a snapshot
+        # per round): the same fields
+        snap = object.__new__(Snapshot)
+        d = snap.__dict__
+        d.update(fields)
+        d["now"] = now
+        return snap
 
     def take(self, node: int, demand: np.ndarray, gpu_ids: tuple[int, ...]) -> None:
         self.free[node] -= demand

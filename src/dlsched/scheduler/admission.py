@@ -15,10 +15,22 @@ class NeverFits:
     def __init__(self, filters) -> None:
         self.filters = filters
         self._cache: dict = {}
+        self._by_tasks: dict = {}     # (kind, id(tasks)) -> (tasks, reason); the tuple keeps its id
         self._cap_max: np.ndarray | None = None
         self._cap_total: np.ndarray | None = None
 
     def __call__(self, job, backend) -> str:
+        # Jobs that share one task tuple (a trace reader's: every n-GPU Philly job) share the
+        # answer: looked up by the tuple's identity first, without counting its demands.
+        tasks = job.tasks
+        same = self._by_tasks.get((job.kind, id(tasks)))
+        if same is not None and same[0] is tasks:
+            return same[1]
+        reason = self._reason(job, backend)
+        self._by_tasks[(job.kind, id(tasks))] = (tasks, reason)
+        return reason
+
+    def _reason(self, job, backend) -> str:
         counts: dict[tuple, int] = {}
         for t in job.tasks:
             counts[t.demand] = counts.get(t.demand, 0) + 1

@@ -45,7 +45,7 @@ import numpy as np
 
 from dlsched.cluster.state import Snapshot
 from dlsched.core.errors import DlschedError
-from dlsched.core.types import JobSpec, Launch, Plan, Resume, Status, TaskSpec, amount
+from dlsched.core.types import JobSpec, Launch, Migrate, Plan, Resize, Resume, Status, Suspend, TaskSpec, amount
 from dlsched.scheduler import events as ev
 from dlsched.scheduler.admission import NeverFits
 from dlsched.scheduler.backend import capabilities_of, capability_gap
@@ -60,7 +60,12 @@ _EPS = 1e-9
 _GC_GEN0 = 50_000       # allocations between two gen-0 collections during a run
 _tuple_new = tuple.__new__
 _LOG_PAD = tuple(LogRecord._field_defaults[f] for f in LogRecord._fields[3:])
+# Scheduler._log_rec lays records out by position: a change of LogRecord's fields must show here
+assert LogRecord._fields == ("time_s", "kind", "job_id", "detail", "placements", "cost", "packed", "spec", "stats")
 log = logging.getLogger("dlsched.scheduler")
+
+
+_KIND = {Launch: "launch", Resume: "resume", Migrate: "migrate", Resize: "resize", Suspend: "suspend"}
 
 
 class Scheduler:
@@ -115,6 +120,13 @@ class Scheduler:
         # tuple.__new__ with the defaults padded: LogRecord's own __new__ costs twice as much,
         # and a run writes a few records per job
         rec = LogRecord(*fields, **kw) if kw else _tuple_new(LogRecord, fields + _LOG_PAD[len(fields) - 3:])
+        self.log.append(rec)
+        if self.sink is not None:
+            self.sink(rec)
+
+    def _log_rec(self, rec: tuple) -> None:
+        """_log of a record already laid out as LogRecord's nine fields, in order."""
+        rec = _tuple_new(LogRecord, rec)
         self.log.append(rec)
         if self.sink is not None:
             self.sink(rec)
@@ -204,7 +216,7 @@ class Scheduler:
         job = e.job
         rec = JobRecord(job, job.tasks)
         self.jobs[job.job_id] = rec
-        self._log(e.time, "arrival", job.job_id, spec=job)
+        self._log_rec((e.time, "arrival", job.job_id, "", (), None, False, job, None))
         reason = self._never_fits(job, backend)
         if reason:
             rec.state = JobState.REJECTED
@@ -333,7 +345,7 @@ class Scheduler:
             # All or nothing: a gang whose total demand exceeds the cluster's free total cannot
             # be placed; say so without trying its tasks one by one.
             need = np.sum([t.vector for t in todo], axis=0)
-            have = txn.free[ctx.snap.up].sum(axis=0)
+            have = (txn.free_view() if type(txn) is Transaction else txn.free)[ctx.snap.up].sum(axis=0)
             short = np.flatnonzero(need > have + _EPS)
             if len(short):
                 r = int(short[0])
@@ -373,19 +385,33 @@ class Scheduler:
         previous identical task are reused and only the node it went to is re-scored: placing a
         task changes nothing else, and free resources only shrink while a job is placed, so the
         candidates can only shrink too."""
-        free = ctx.txn.free
-        ok = ctx.snap.up.copy()
-        if allowed is not None:            # an operator's choice of nodes (runtime migrate)
-            ok &= allowed
-            if not ok.any():
-                return None, "none of the allowed nodes is up"
-        for f in self.profile.filters:
+        txn = ctx.txn
+        # read only here: a round that reserves nothing never copies the snapshot's free array
+        free = txn.free_view() if type(txn) is Transaction else txn.free
+        filters = self.profile.filters
+        if allowed is None and len(filters) == 1:
+            # one filter (the common case): its mask and `up`, without a copy of `up` first
+            f = filters[0]
             m = f.filter(ctx, job, task, free)
-            ok &= m.ok
-            if not ok.any():
+            ok = m.ok & ctx.snap.up
+            i = int(np.argmax(ok))
+            if not ok[i]:
                 return None, m.reason or f"filter {f.name}"
-        if self._first_fit:
-            return int(np.argmax(ok)), ""   # the first node that fits (ok.any() holds here)
+            if self._first_fit:
+                return i, ""                # the first node that fits
+        else:
+            ok = ctx.snap.up.copy()
+            if allowed is not None:            # an operator's choice of nodes (runtime migrate)
+                ok &= allowed
+                if not ok.any():
+                    return None, "none of the allowed nodes is up"
+            for f in filters:
+                m = f.filter(ctx, job, task, free)
+                ok &= m.ok
+                if not ok.any():
+                    return None, m.reason or f"filter {f.name}"
+            if self._first_fit:
+                return int(np.argmax(ok)), ""   # the first node that fits (ok.any() holds here)
         if memo is not None and self._local_scores and memo.get("demand") == task.demand:
             full = memo["scores"]
             n = memo["last"]
@@ -417,7 +443,7 @@ class Scheduler:
     def _after_apply(self, plan: Plan, now: float) -> None:
         for d in plan.ordered():
             rec = self.jobs[d.job_id]
-            kind = type(d).__name__.lower()
+            kind = _KIND.get(type(d)) or type(d).__name__.lower()
             if kind == "suspend":
                 self._settle_service(rec, now)
                 rec.placed.clear()
@@ -437,8 +463,8 @@ class Scheduler:
             else:  # launch / resume
                 for tp in d.placements:
                     rec.placed[tp.task] = tp
-            self._log(now, kind, rec.job_id, ";".join(f"{tp.task}@{tp.node}" for tp in d.placements),
-                      placements=d.placements, cost=d.cost, packed=isinstance(d, (Launch, Resume)) and d.packed)
+            self._log_rec((now, kind, rec.job_id, ";".join([f"{tp.task}@{tp.node}" for tp in d.placements]),
+                           d.placements, d.cost, isinstance(d, (Launch, Resume)) and d.packed, None, None))
             whole = not rec.unplaced()
             if whole or rec.spec.kind == "tasks":
                 if rec.first_start_s is None:
@@ -459,7 +485,7 @@ class Scheduler:
         self._saved = None
         if self._last_round is not None:
             now, wall, queued = self._last_round
-            self._log(now, "round", "", stats=(wall, queued))
+            self._log_rec((now, "round", "", "", (), None, False, None, (wall, queued)))
             self._last_round = None
 
     def _is_quiet(self, now: float) -> bool:
@@ -503,48 +529,55 @@ class Scheduler:
 
     def _run(self, backend, progress) -> None:
         n_batches = 0
+        # what stays the same for the whole run, read once (the loop runs once per event time)
+        poll, handle, usage, timeline = backend.poll, self.handle, backend.usage, self.timeline
+        contain = getattr(backend, "contain_policy_errors", False)
+        event_rounds, round_s = self.profile.event_rounds, self.profile.round_s
         while True:
-            batch = backend.poll()
+            batch = poll()
             if batch is None:
                 break
             for e in batch:
-                self.handle(e, backend)
+                handle(e, backend)
             now = backend.now()
             if self._observers:
                 self.observe(now, batch, None)
-            round_s = self.profile.round_s
             # Without event rounds a change waits (dirty) for the next multiple of round_s.
-            if self.profile.event_rounds or self._ticked or now % round_s == 0:
+            if event_rounds or self._ticked or now % round_s == 0:
                 # actions and placers may decide about running jobs with nobody waiting
                 if self._dirty and self._is_quiet(now):
                     self.rounds_skipped += 1      # nothing happened and nothing can change yet
                 elif self._dirty and (self.queue or self._acts_on_running):
-                    plan = (contained_round(self, backend, now)
-                            if getattr(backend, "contain_policy_errors", False)
+                    plan = (contained_round(self, backend, now) if contain
                             else self.round(backend.snapshot()))
                     self.commit_round()
-                    if len(plan):
+                    decided = len(plan.decisions)
+                    if decided:
                         backend.apply(plan)
                         self._after_apply(plan, now)
                     for c in self._wakers:
                         t = c.next_wake(now)
                         if t is not None and t > now + _EPS:
                             backend.wake_at(t)
-                    self._quiet_since, self._quiet_until = (None if len(plan) else now), None
+                    self._quiet_since, self._quiet_until = (None if decided else now), None
                 self._dirty = False
             self._ticked = False
             if round_s and self._next_tick is None and (self.queue or self.running):
                 rs = float(round_s)
-                self._next_tick = now + rs if self.profile.event_rounds else (math.floor(now / rs) + 1) * rs
+                self._next_tick = now + rs if event_rounds else (math.floor(now / rs) + 1) * rs
                 backend.wake_at(self._next_tick)
-            alloc, eff, partial = backend.usage()
-            last = self.timeline[-1] if self.timeline else None
-            sample = (now, alloc, eff, partial, len(self.running), len(self.queue))
-            if last is None or last[1:] != sample[1:]:
-                if last is not None and last[0] == now:
-                    self.timeline[-1] = sample
-                else:
-                    self.timeline.append(sample)
+            alloc, eff, partial = usage()
+            n_run, n_queue = len(self.running), len(self.queue)
+            if timeline:
+                last = timeline[-1]
+                if last[1:] != (alloc, eff, partial, n_run, n_queue):
+                    sample = (now, alloc, eff, partial, n_run, n_queue)
+                    if last[0] == now:
+                        timeline[-1] = sample
+                    else:
+                        timeline.append(sample)
+            else:
+                timeline.append((now, alloc, eff, partial, n_run, n_queue))
             n_batches += 1
             if progress is not None and n_batches % 512 == 0:
                 progress(now, self.n_done)

@@ -12,6 +12,8 @@ Contract
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from dlsched.cluster.state import Snapshot
@@ -22,17 +24,67 @@ _EPS = 1e-9
 
 
 class Transaction:
+    """Copy on write: `free`, `gpu_load` and `gpu_used` are the transaction's own copies, made
+    the first time each attribute is read (a read may be followed by a write in place: the
+    attribute hands out the array it owns). Until then the snapshot's read-only arrays stand for
+    them: `free_view()` reads free without copying (the per-task fit check). A round that
+    reserves nothing (most rounds of a blocked FIFO queue) copies nothing. Valid because a
+    snapshot does not change while its round runs (the backend applies the plan after)."""
+    __slots__ = ("snap", "_free", "_gpu_load", "_gpu_used", "_tentative", "plan", "released", "decided")
+
     def __init__(self, snap: Snapshot):
         self.snap = snap
-        # Column-major: filters read one resource over all nodes at a time.
-        self.free = np.asfortranarray(snap.free, dtype=np.float64).copy(order="F")
-        self.gpu_load = snap.gpu_load.copy()
-        # how much of each GPU is held (fractional tasks go where they fit); None: not known
-        self.gpu_used = None if snap.gpu_used is None else snap.gpu_used.copy()
+        self._free = self._gpu_load = self._gpu_used = None
         self._tentative: dict[str, list[tuple[TaskPlacement, np.ndarray]]] = {}
         self.plan = Plan()
         self.released: set[str] = set()
         self.decided: set[str] = set()     # jobs given a Launch / Resume in this round
+
+    # Column-major: filters read one resource over all nodes at a time.
+    @property
+    def free(self) -> np.ndarray:
+        f = self._free
+        if f is None:
+            f = self._free = np.array(self.snap.free, dtype=np.float64, order="F")
+        return f
+
+    @free.setter
+    def free(self, value: np.ndarray) -> None:
+        self._free = value
+
+    def free_view(self) -> np.ndarray:
+        """`free` to read only: the snapshot's array while the transaction has not copied it (the
+        same values; a caller must not keep it across a reservation)."""
+        f = self._free
+        if f is not None:
+            return f
+        f = self.snap.free
+        if f.flags.f_contiguous and f.dtype == np.float64:
+            return f
+        return self.free            # another layout (a runtime's copy): the transaction's own
+
+    @property
+    def gpu_load(self) -> np.ndarray:
+        g = self._gpu_load
+        if g is None:
+            g = self._gpu_load = self.snap.gpu_load.copy()
+        return g
+
+    @gpu_load.setter
+    def gpu_load(self, value: np.ndarray) -> None:
+        self._gpu_load = value
+
+    @property
+    def gpu_used(self) -> np.ndarray | None:
+        """How much of each GPU is held (fractional tasks go where they fit); None: not known."""
+        u = self._gpu_used
+        if u is None and self.snap.gpu_used is not None:
+            u = self._gpu_used = self.snap.gpu_used.copy()
+        return u
+
+    @gpu_used.setter
+    def gpu_used(self, value: np.ndarray | None) -> None:
+        self._gpu_used = value
 
     def fork(self) -> "Transaction":
         """A trial copy: reservations, releases and commits on it change neither this
@@ -41,9 +93,10 @@ class Transaction:
         and real decisions)."""
         t = Transaction.__new__(Transaction)
         t.snap = self.snap
-        t.free = self.free.copy(order="F")
-        t.gpu_load = self.gpu_load.copy()
-        t.gpu_used = None if self.gpu_used is None else self.gpu_used.copy()
+        # what this transaction has not copied yet is still the snapshot's: the fork shares it
+        t._free = None if self._free is None else self._free.copy(order="F")
+        t._gpu_load = None if self._gpu_load is None else self._gpu_load.copy()
+        t._gpu_used = None if self._gpu_used is None else self._gpu_used.copy()
         t._tentative = {j: list(v) for j, v in self._tentative.items()}
         t.plan = Plan(list(self.plan.decisions))
         t.released, t.decided = set(self.released), set(self.decided)
@@ -54,7 +107,7 @@ class Transaction:
         """The least-loaded GPU slots of `node` (lowest index first among equals). A fraction of
         a GPU goes to the fullest GPU it still fits on (best fit: never onto a GPU a whole task
         holds), the least-loaded one only when it fits on none (a policy over-subscribing)."""
-        k = int(np.ceil(gpus - _EPS))
+        k = math.ceil(gpus - _EPS)
         if k <= 0:
             return ()
         load = self.gpu_load[node]
@@ -64,20 +117,25 @@ class Transaction:
             room = used + gpus <= 1 + _EPS
             if room.any():
                 return (int(np.argmax(np.where(room, used, -1.0))),)
+        # In Python on the node's few slots (numpy's per-call cost is most of a tiny argmin):
+        # the least-loaded slots, lowest index first among equals, as a stable argsort.
+        ld = load[:n].tolist()
         if k == 1:
-            return (int(np.argmin(load[:n])),)
-        return tuple(int(i) for i in np.argsort(load[:n], kind="stable")[:k])
+            return (ld.index(min(ld)),)
+        return tuple(sorted(range(n), key=ld.__getitem__)[:k])
 
     def reserve(self, job_id: str, task: TaskSpec, node: int,
                 gpu_ids: tuple[int, ...] | None = None) -> TaskPlacement:
         demand = task.vector
+        gpus = float(task.demand[GPU])      # demand[GPU]'s value, without a numpy scalar
         if gpu_ids is None:
-            gpu_ids = self.pick_gpus(node, task.demand[GPU])
+            gpu_ids = self.pick_gpus(node, gpus)
         self.free[node] -= demand
-        load = self.gpu_load[node]
-        for g in gpu_ids:
-            load[g] += 1
-        self._use(node, gpu_ids, demand[GPU], 1)
+        if gpu_ids:
+            load = self.gpu_load[node]
+            for g in gpu_ids:
+                load[g] += 1
+            self._use(node, gpu_ids, gpus, 1)
         tp = TaskPlacement(task.index, int(node), tuple(gpu_ids))
         self._tentative.setdefault(job_id, []).append((tp, demand))
         return tp

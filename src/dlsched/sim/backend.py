@@ -250,7 +250,8 @@ class SimBackend:
     # -- events ---------------------------------------------------------------------------------
     def _handle(self, e, out: list) -> None:
         now = self._now
-        if isinstance(e, Finish):
+        cls = type(e)          # the engine's records are final classes: `is`, not isinstance
+        if cls is Finish:
             r = self.runs.get(e.job_id)
             if r is not None and e is r.fin_ev:
                 r.fin_ev = None
@@ -272,13 +273,13 @@ class SimBackend:
                 return
             self._finish(r, now)
             out.append(ev.JobFinish(now, r.spec.job_id))
-        elif isinstance(e, SaveDone):
+        elif cls is SaveDone:
             r = self.runs.get(e.job_id)
             if r is None or r.finished or e.version != r.version:
                 return  # stale
             self._finish(r, now)
             out.append(ev.JobFinish(now, r.spec.job_id))
-        elif isinstance(e, TaskDone):
+        elif cls is TaskDone:
             r = self.runs[e.job_id]
             if e.version != r.version or e.task not in r.placements:
                 return
@@ -290,7 +291,7 @@ class SimBackend:
                 r.finished = True
                 self.log.append((now, "finish", r.spec.job_id, ""))
                 out.append(ev.JobFinish(now, r.spec.job_id))
-        elif isinstance(e, Arrive):
+        elif cls is Arrive:
             if e is self._arr_event:
                 self._feed_arrival()
             job = e.job
@@ -298,16 +299,16 @@ class SimBackend:
             self.runs[job.job_id] = JobRun(job, job.tasks, float(work), last_t=now)
             self.log.append((now, "arrival", job.job_id, ""))
             out.append(ev.JobArrival(now, job))
-        elif isinstance(e, RateChange):
+        elif cls is RateChange:
             r = self.runs.get(e.job_id)
             if r is not None and e.version == r.version and not r.finished:
                 self._touched.add(r.spec.job_id)
                 if r.prof is not None and r.prof.link_bytes:
                     self._net_dirty.add(r.spec.job_id)   # it now competes for its links
-        elif isinstance(e, Tick):
+        elif cls is Tick:
             self._ticks.discard(now)
             out.append(ev.RoundTick(now))
-        elif isinstance(e, NodeChange):
+        elif cls is NodeChange:
             self._node_change(e, now, out)
 
     def _node_change(self, e: NodeChange, now: float, out: list) -> None:
@@ -338,7 +339,8 @@ class SimBackend:
             self._hold(r, now, task.demand[GPU])
             for g in tp.gpu_ids:
                 users = self._gpu_jobs.setdefault((tp.node, g), [])
-                self._touched.update(j for j in users if self.runs[j].spec.kind == "dl")
+                if users:
+                    self._touched.update(j for j in users if self.runs[j].spec.kind == "dl")
                 users.append(r.spec.job_id)
             if task.duration_s is not None and r.spec.kind == "tasks":
                 self.heap.push(now + task.duration_s, P_FINISH, TaskDone(r.spec.job_id, tp.task, r.version))
@@ -363,8 +365,9 @@ class SimBackend:
         """Take the job off a GPU slot's users; the jobs left there are re-rated."""
         lst = self._gpu_jobs[slot]
         lst.remove(r.spec.job_id)
-        self._touched.update(j for j in lst if self.runs[j].spec.kind == "dl")
-        if not lst:
+        if lst:
+            self._touched.update(j for j in lst if self.runs[j].spec.kind == "dl")
+        else:
             del self._gpu_jobs[slot]
 
     def _checkpoint(self, r: JobRun, now: float, cost) -> None:
@@ -560,6 +563,8 @@ class SimBackend:
                     if other != r.spec.job_id and other not in others:
                         others[other] = self.runs[other].spec.model
         r.share = 1 + len(others)
+        if not others:
+            return 1.0       # sharing_factor of a job alone on its GPUs
         packed = r.packed or any(self.runs[o].packed for o in others)
         return switch_cost.sharing_factor(r.spec.model, list(others.items()), packed,
                                           self.speed.params.factor)
@@ -579,11 +584,13 @@ class SimBackend:
         if not self._touched and not self._net_dirty:
             return
         now = self._now
-        for jid in sorted(self._touched):
-            r = self.runs[jid]
+        runs = self.runs
+        touched = self._touched
+        for jid in (sorted(touched) if len(touched) > 1 else touched):
+            r = runs[jid]
             if r.finished:
                 continue
-            if r.whole and r.placements:
+            if r.placements and len(r.placements) + r.done_tasks == len(r.tasks):   # r.whole
                 if r.restoring or r.starting:
                     delay = switch_cost.restart_hold_s(r.restoring, self.restart_delay_s,
                                                        self.start_delay_s, r.restore_s)
@@ -601,28 +608,36 @@ class SimBackend:
             elif r.prof is not None:
                 r.prof = None
         # Gang jobs holding part of their tasks: the partial-hold waste.
-        for jid in self._touched:
-            r = self.runs[jid]
+        partial_jobs = self._partial_jobs
+        for jid in touched:
+            r = runs[jid]
             if r.spec.kind == "dl" and not r.finished and r.placements and not r.whole:
-                self._partial_jobs.add(jid)
+                partial_jobs.add(jid)
             else:
-                self._partial_jobs.discard(jid)
-        todo = self._touched
+                partial_jobs.discard(jid)
+        todo = touched
         changed: dict[str, float] = {}
         if self._net_dirty:
             # Flows: jobs that use shared links and are not restarting. Only the components
             # of the links they change are re-shared, and only jobs whose share moved re-rated.
+            # A job with no flow now and none before changes nothing: it is left out (most jobs
+            # of a trace without models never have one).
             changes = {}
-            for jid in sorted(self._net_dirty):
-                r = self.runs[jid]
+            flows = self.net.flows
+            for jid in (sorted(self._net_dirty) if len(self._net_dirty) > 1 else self._net_dirty):
+                r = runs[jid]
                 use = (not r.finished and not r.saving and r.prof is not None and r.prof.link_bytes
                        and now >= r.restart_until)
-                changes[jid] = self.speed.solver_links(r.prof) if use else None
-            changed = self.net.update(changes)
-            todo = todo | changed.keys()
-        touched = self._touched
-        for jid in sorted(todo):
-            r = self.runs[jid]
+                if use:
+                    changes[jid] = self.speed.solver_links(r.prof)
+                elif jid in flows:
+                    changes[jid] = None
+            if changes:
+                changed = self.net.update(changes)
+                if changed:
+                    todo = todo | changed.keys()
+        for jid in (sorted(todo) if len(todo) > 1 else todo):
+            r = runs[jid]
             if r.factor is not None and jid not in touched:
                 # Only its share moved (a job whose placement, co-runners or state changed is
                 # touched): its interference factor is the one last computed, and its rate is
@@ -635,6 +650,7 @@ class SimBackend:
                 cap = self.speed.link_capacity
                 job_shares = {link: (float(cap[link]) if s is None else s) for link in r.prof.link_bytes}
             self._set_rate(r, self._target_rate(r, job_shares), now)
-        self._partial = float(sum(self.runs[j].hold_gpus for j in self._partial_jobs))
+        if partial_jobs or self._partial:
+            self._partial = float(sum(runs[j].hold_gpus for j in partial_jobs))
         self._touched.clear()
         self._net_dirty.clear()

@@ -7,7 +7,9 @@ is up, and its GPU type is the one the job requires (if any).
 from __future__ import annotations
 
 
-from dlsched.core.types import amount
+from functools import lru_cache
+
+from dlsched.core.types import amount, demand_dims
 from dlsched.scheduler.framework import Filter, NodeMask, Timeless, register
 
 _EPS = 1e-9
@@ -21,11 +23,20 @@ class FitsFilter(Timeless, Filter):
         pass
 
     def filter(self, ctx, job, task, free) -> NodeMask:
-        demand = task.vector
         # Column by column over the demanded resources only: `free` is column-major in a round.
-        ok = ctx.snap.up.copy()
-        for r in task.dims:
-            ok &= free[:, r] >= demand[r] - _EPS
+        # (The same comparisons as free[:, r] >= demand[r] - 1e-9, with the thresholds kept per
+        # demand: this runs once per task placed or tried.)
+        ok = None
+        for r, t in _thresholds(task.demand):
+            if ok is None:
+                ok = free[:, r] >= t
+            else:
+                ok &= free[:, r] >= t
+        up = ctx.snap.up
+        if ok is None:
+            ok = up.copy()
+        else:
+            ok &= up
         if job.gpu_type is not None:
             cl = ctx.snap.cluster
             want = cl.gpu_types.index(job.gpu_type) if job.gpu_type in cl.gpu_types else -1
@@ -33,6 +44,12 @@ class FitsFilter(Timeless, Filter):
         if ok.any():
             return NodeMask(ok)
         return NodeMask(ok, why_not(ctx, job, task, free))
+
+
+@lru_cache(maxsize=65536)
+def _thresholds(demand: tuple[float, ...]) -> tuple[tuple[int, float], ...]:
+    """(resource, demand - 1e-9) for each resource the demand asks for."""
+    return tuple((r, float(demand[r]) - _EPS) for r in demand_dims(demand))
 
 
 def why_not(ctx, job, task, free) -> str:
