@@ -160,6 +160,14 @@ class Runtime:
                                  extra=extra).start()
         return self.server
 
+    def ensure(self, policy: str, extra: list[str] | None = None) -> ServerProc:
+        """The running server when it has `policy` and exactly the `extra` arguments, else a
+        restart with them (a restart costs seconds)."""
+        s = self.server
+        if s.policy == policy and s.extra == list(extra or []) and s.proc is not None and s.proc.poll() is None:
+            return s
+        return self.restart(policy=policy, extra=extra)
+
 
 @pytest.fixture(scope="session")
 def runtime(ray_cluster):

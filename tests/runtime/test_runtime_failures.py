@@ -11,7 +11,7 @@ def _spec(n: int) -> dict:
 
 
 def test_kill9_server_restarts_and_reattaches(runtime):
-    a = runtime.restart("fifo")
+    a = runtime.ensure("fifo")            # (the contract test leaves a fresh fifo server)
     j1 = a.submit(_spec(250))
     j2 = a.submit(digits_spec(workers=4, gpus_per_worker=2, iterations=20))   # all 8 GPUs: queued
     a.wait(j1, lambda j: j["state"] == "running" and j["step"] >= 30, what="step 30")

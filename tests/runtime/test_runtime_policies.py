@@ -32,8 +32,10 @@ def rt(runtime):
 
 def fresh(rt, policy: str, extra: list[str]):
     """A server of `policy` on an idle cluster: the session's store may hold other tests' jobs,
-    still queued, held or running; they are cancelled first."""
-    s = rt.restart(policy=policy, extra=extra)
+    still queued, held or running; they are cancelled first. A running server of the same policy
+    and arguments is kept (a restart costs seconds; the pre-scheduling test's run without it
+    follows Liquid's placement test on the same server)."""
+    s = rt.ensure(policy, extra)
     live = [j["job_id"] for j in s.get("/jobs") if j["state"] in ("queued", "running", "suspended", "held")]
     for jid in live:
         s.post(f"/jobs/{jid}/cancel")
@@ -134,7 +136,8 @@ def _sim_launch(rack_of: dict[int, str], policy: str):
     return next(d for d in res.decisions if d.job_id == "j" and d.kind == "launch")
 
 
-@pytest.mark.parametrize("policy", ["liquid-immediate", "k8s-spread"])
+# liquid-immediate last: the pre-scheduling test's first server is the one it leaves
+@pytest.mark.parametrize("policy", ["k8s-spread", "liquid-immediate"])
 def test_liquid_places_by_the_node_and_rack_labels_as_simulated(rt, policy):
     # racks come from the nodes' `rack` labels (r0 = n0, n1; r1 = n2, n3). One GPU of n0 is
     # taken, then a 4-rank job comes: the runtime places it exactly as the simulator does on

@@ -18,11 +18,12 @@ KEYS = ("mean_jct_s", "makespan_s", "nic_bytes", "cross_rack_bytes", "mean_wait_
         "sched_time_s", "finished")
 
 
-def run(seeds: int = 3) -> ExperimentResult:
+def run(seeds: int = 3, sizes: tuple[int, ...] = SIZES) -> ExperimentResult:
+    """`sizes`: the cluster sizes in nodes (all of SIZES by default; the tests run fewer)."""
     import dlsched.policies  # noqa: F401
     policies = BASELINES + [p for p in LIQUID if p in REGISTRY.names("profile")]
     results, rows, checks = {}, [], []
-    for n in SIZES:
+    for n in sizes:
         wl = f"liquid:jobs={8 * n},rate={n / 600:.6g}"
         runs = run_seeds(f"liquid-{n}", wl, policies, seeds)
         results[f"liquid-{n}"] = runs
