@@ -12,7 +12,9 @@ def _spec(n: int) -> dict:
 
 def test_kill9_server_restarts_and_reattaches(runtime):
     a = runtime.ensure("fifo")            # (the contract test leaves a fresh fifo server)
-    j1 = a.submit(_spec(250))
+    # 80 ms steps: the 220 steps after step 30 outlast the restart (up to ~20 s on a loaded
+    # machine; with 20 ms steps j1 was sometimes done before the new server was up)
+    j1 = a.submit(digits_spec(iterations=250, args={"hidden": 32, "lr": 0.1, "seed": 0, "delay_s": 0.08}))
     j2 = a.submit(digits_spec(workers=4, gpus_per_worker=2, iterations=20))   # all 8 GPUs: queued
     a.wait(j1, lambda j: j["state"] == "running" and j["step"] >= 30, what="step 30")
     assert a.get(f"/jobs/{j2}")["state"] == "queued"
