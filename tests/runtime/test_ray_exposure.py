@@ -231,4 +231,3 @@ def test_embedded_cluster_listens_on_loopback_only_and_requires_the_token(tmp_pa
         log.close()
     assert not _session(keeper.pid), "processes of the cluster left behind"
     assert not token_file.exists(), "the keeper removes its token when the cluster goes down"
-    assert time.monotonic() - t0 < 90
