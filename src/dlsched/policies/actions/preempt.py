@@ -98,19 +98,12 @@ class Preempt(Action):
         if not self.enabled:
             return
         txn = ctx.txn
-        waiting = []   # (record, GPUs it needs)
-        for rec in ctx.queue:
-            if rec.spec.kind != "dl" or rec.job_id in txn.decided or rec.job_id in txn.released:
-                continue
-            need = float(sum(t.demand[GPU] for t in rec.unplaced()))
-            if need > _EPS:   # a job that needs no GPU competes with nobody here
-                waiting.append((rec, need))
+        waiting, free = _waiting(ctx)
         if not waiting:
             return
-        up = ctx.snap.up
-        free = float(np.clip(txn.free[up, GPU], 0.0, None).sum())
         if sum(need for _, need in waiting) <= free + _EPS:
             return   # every waiting job's GPUs are free already: the walk would suspend nobody
+        up = ctx.snap.up
         candidates = []
         for rec in ctx.running:
             if (rec.spec.kind != "dl" or rec.job_id in txn.released or rec.job_id in txn.decided
@@ -146,6 +139,35 @@ class Preempt(Action):
         for rec in victims:
             placements = list(rec.placed.values())
             txn.release(rec.job_id, placements, [rec.tasks[tp.task].demand for tp in placements])
+
+
+def _waiting(ctx):
+    """The waiting DL jobs that need GPUs, with what they need, and the free GPUs."""
+    txn = ctx.txn
+    waiting = []   # (record, GPUs it needs)
+    for rec in ctx.queue:
+        if rec.spec.kind != "dl" or rec.job_id in txn.decided or rec.job_id in txn.released:
+            continue
+        need = float(sum(t.demand[GPU] for t in rec.unplaced()))
+        if need > _EPS:   # a job that needs no GPU competes with nobody here
+            waiting.append((rec, need))
+    if not waiting:
+        return waiting, 0.0
+    free = float(np.clip(txn.free[ctx.snap.up, GPU], 0.0, None).sum())
+    return waiting, free
+
+
+def walks(queue, free: np.ndarray, up: np.ndarray) -> bool:
+    """Whether before_place would walk on a round that starts with this queue and these free
+    resources, nothing decided or released yet (its first test: the waiting jobs need more GPUs
+    than are free). No time enters it."""
+    need = 0.0
+    for rec in queue:
+        if rec.spec.kind == "dl":
+            n = float(sum(t.demand[GPU] for t in rec.unplaced()))
+            if n > _EPS:
+                need += n
+    return need > 0 and need > float(np.clip(free[up, GPU], 0.0, None).sum()) + _EPS
 
 
 def _walk(items, avail: float, excluded: set[str]):
