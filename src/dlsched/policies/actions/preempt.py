@@ -69,6 +69,9 @@ class Preempt(Action):
         self.min_run_s = float(min_run_s)
         self.enabled = bool(enabled)
         self._started: dict[str, float] = {}   # job -> time of its last launch / resume / move
+        # (the round's transaction, whether that round got to the walk): orders whose quiet
+        # time depends on it read it (SrtfOrder.quiet_until); never read by the action itself
+        self.walked: tuple | None = None
 
     # -- what happened: remember when jobs (re)start ---------------------------------------
     def observe(self, now: float, events: list, applied) -> None:
@@ -98,11 +101,13 @@ class Preempt(Action):
         if not self.enabled:
             return
         txn = ctx.txn
+        self.walked = (txn, False)
         waiting, free = _waiting(ctx)
         if not waiting:
             return
         if sum(need for _, need in waiting) <= free + _EPS:
             return   # every waiting job's GPUs are free already: the walk would suspend nobody
+        self.walked = (txn, True)
         up = ctx.snap.up
         candidates = []
         for rec in ctx.running:
@@ -155,19 +160,6 @@ def _waiting(ctx):
         return waiting, 0.0
     free = float(np.clip(txn.free[ctx.snap.up, GPU], 0.0, None).sum())
     return waiting, free
-
-
-def walks(queue, free: np.ndarray, up: np.ndarray) -> bool:
-    """Whether before_place would walk on a round that starts with this queue and these free
-    resources, nothing decided or released yet (its first test: the waiting jobs need more GPUs
-    than are free). No time enters it."""
-    need = 0.0
-    for rec in queue:
-        if rec.spec.kind == "dl":
-            n = float(sum(t.demand[GPU] for t in rec.unplaced()))
-            if n > _EPS:
-                need += n
-    return need > 0 and need > float(np.clip(free[up, GPU], 0.0, None).sum()) + _EPS
 
 
 def _walk(items, avail: float, excluded: set[str]):

@@ -184,18 +184,12 @@ class SrtfOrder(SizeOrder, Order):
 
 
 def _walks(ctx) -> bool:
-    """Whether the round's walk (the `preempt` action) could run: always, unless preempt is the
-    profile's only action and there is no placer (the `srtf` profile), so that it saw the
-    round's snapshot, on which its test (the waiting jobs need more GPUs than are free) is
-    redone here."""
-    from dlsched.policies.actions.preempt import Preempt, walks
-    prof = ctx._sched.profile
+    """Whether a round like the one of `ctx` walks over the running jobs: False only when the
+    profile's `preempt` says it did not walk in that round (its test, that the waiting jobs need
+    more GPUs than are free, reads no time); otherwise True, whatever may read running keys."""
+    from dlsched.policies.actions.preempt import Preempt
     act = ctx.action(Preempt)
-    if act is None or not act.enabled:
-        return False
-    if prof.placers or len(prof.actions) != 1:
-        return True
-    return walks(ctx.queue, ctx.snap.free, ctx.snap.up)
+    return act is None or act.walked is None or act.walked[0] is not ctx.txn or act.walked[1]
 
 
 register_profile(ProfileSpec(
