@@ -69,6 +69,9 @@ class Preempt(Action):
         self.min_run_s = float(min_run_s)
         self.enabled = bool(enabled)
         self._started: dict[str, float] = {}   # job -> time of its last launch / resume / move
+        # (the round's transaction, whether that round got to the walk): orders whose quiet
+        # time depends on it read it (SrtfOrder.quiet_until); never read by the action itself
+        self.walked: tuple | None = None
 
     # -- what happened: remember when jobs (re)start ---------------------------------------
     def observe(self, now: float, events: list, applied) -> None:
@@ -98,19 +101,14 @@ class Preempt(Action):
         if not self.enabled:
             return
         txn = ctx.txn
-        waiting = []   # (record, GPUs it needs)
-        for rec in ctx.queue:
-            if rec.spec.kind != "dl" or rec.job_id in txn.decided or rec.job_id in txn.released:
-                continue
-            need = float(sum(t.demand[GPU] for t in rec.unplaced()))
-            if need > _EPS:   # a job that needs no GPU competes with nobody here
-                waiting.append((rec, need))
+        self.walked = (txn, False)
+        waiting, free = _waiting(ctx)
         if not waiting:
             return
-        up = ctx.snap.up
-        free = float(np.clip(txn.free[up, GPU], 0.0, None).sum())
         if sum(need for _, need in waiting) <= free + _EPS:
             return   # every waiting job's GPUs are free already: the walk would suspend nobody
+        self.walked = (txn, True)
+        up = ctx.snap.up
         candidates = []
         for rec in ctx.running:
             if (rec.spec.kind != "dl" or rec.job_id in txn.released or rec.job_id in txn.decided
@@ -146,6 +144,22 @@ class Preempt(Action):
         for rec in victims:
             placements = list(rec.placed.values())
             txn.release(rec.job_id, placements, [rec.tasks[tp.task].demand for tp in placements])
+
+
+def _waiting(ctx):
+    """The waiting DL jobs that need GPUs, with what they need, and the free GPUs."""
+    txn = ctx.txn
+    waiting = []   # (record, GPUs it needs)
+    for rec in ctx.queue:
+        if rec.spec.kind != "dl" or rec.job_id in txn.decided or rec.job_id in txn.released:
+            continue
+        need = float(sum(t.demand[GPU] for t in rec.unplaced()))
+        if need > _EPS:   # a job that needs no GPU competes with nobody here
+            waiting.append((rec, need))
+    if not waiting:
+        return waiting, 0.0
+    free = float(np.clip(txn.free[ctx.snap.up, GPU], 0.0, None).sum())
+    return waiting, free
 
 
 def _walk(items, avail: float, excluded: set[str]):

@@ -23,12 +23,21 @@ Shares are cached per round for the users with waiting jobs (only their shares o
 and brought up to date incrementally from the plan's new decisions: a round calls key() for every
 waiting job after every placement, so recomputing holdings on each call would cost
 O(queue x running) per call.
+
+Holdings are kept between rounds too (issue 14): per job and per user, updated at the start of a
+round for the jobs that the plans applied and the events observed since the last round named
+(`ChangedJobs`), where a pass over every running job at every round was most of DRF's time on
+the Philly trace. The per-user sums are then added in another order than a pass over the
+running jobs would: they are the same floats only when every demand is an integer-valued float
+(the sums are then exact), so the kept sums are used only while that holds; the first demand
+that is not makes every later round sum the holdings from the records, as before.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from dlsched.core.types import NRES, Launch, Resume, Suspend
+from dlsched.policies.actions.gandiva_common import ChangedJobs
 from dlsched.scheduler.framework import Order, ProfileSpec, register, register_profile
 
 
@@ -52,6 +61,17 @@ class DrfOrder(Order):
         self._seen = 0                               # plan decisions already folded into _used
         self._shares: dict[str, float] = {}          # user -> s_u, valid for _shares_at
         self._shares_at = -1
+        # Kept between rounds (see the module docstring): what each job and each user holds.
+        self._changed = ChangedJobs()
+        self._kheld: dict[str, tuple[str, np.ndarray]] = {}   # job -> (user, demand it holds)
+        self._kused: dict[str, np.ndarray] = {}               # user -> sum of its jobs' demands
+        self._exact = True          # every held demand so far integer-valued: kept sums exact
+        self._kept = False          # _kheld / _kused are up to date with the records
+
+    def observe(self, now: float, events: list, applied) -> None:
+        """Note the jobs whose holdings may have changed (the next round updates those)."""
+        if self._exact:
+            self._changed.observe(events, applied)
 
     def key(self, job, ctx) -> tuple:
         if ctx is None:   # only static orders are keyed without a round; answer anyway
@@ -72,7 +92,8 @@ class DrfOrder(Order):
         already released in this round hold nothing). Only those users' shares order the
         queue, so the holdings of the others are not summed (a round starts with a pass over
         every running job: it must stay cheap)."""
-        if ctx.txn is not self._txn:
+        new_round = ctx.txn is not self._txn
+        if new_round:
             self._users = {r.spec.user for r in ctx.queue}
         self._users.add(user)          # key() asked about a job outside the queue
         users = self._users
@@ -81,6 +102,19 @@ class DrfOrder(Order):
         self._has = cap > 0
         self._cap = cap[self._has]
         self._held, self._seen, self._shares, self._shares_at = {}, 0, {}, -1
+        if new_round and self._exact:
+            self._update_kept(ctx)
+        if self._exact:
+            # The kept holdings, less the jobs an action released this round; this round's
+            # decisions go into a layer over them (_held: job -> (user, demand) or None).
+            used = {u: self._kused[u] for u in users if u in self._kused}
+            for jid in ctx.txn.released:
+                hit = self._kheld.get(jid)
+                if hit is not None and hit[0] in used:
+                    used[hit[0]] = used[hit[0]] - hit[1]
+                    self._held[jid] = None
+            self._used = used
+            return
         released = ctx.txn.released
         held, old, vectors = self._held, self._vectors, {}
         by_user: dict[str, list[np.ndarray]] = {}
@@ -115,13 +149,60 @@ class DrfOrder(Order):
             if isinstance(d, (Launch, Resume)):
                 rec = ctx.jobs[d.job_id]
                 v = _demand(rec, [tp.task for tp in d.placements])
-                user, held = self._held.get(d.job_id, (rec.spec.user, np.zeros(NRES)))
+                user, held = self._held_of(d.job_id) or (rec.spec.user, np.zeros(NRES))
                 self._held[d.job_id] = (user, held + v)
                 self._add(user, v)
-            elif isinstance(d, Suspend) and d.job_id in self._held:
-                user, held = self._held.pop(d.job_id)
-                self._add(user, -held)
+            elif isinstance(d, Suspend):
+                hit = self._held_of(d.job_id)
+                if hit is not None:
+                    self._held[d.job_id] = None
+                    self._add(hit[0], -hit[1])
         self._seen = len(decisions)
+
+    def _held_of(self, jid: str):
+        """(user, demand) the job holds now in this round, or None."""
+        if jid in self._held:
+            return self._held[jid]
+        if self._exact:
+            hit = self._kheld.get(jid)
+            if hit is not None and hit[0] in self._users:
+                return hit
+        return None
+
+    def _update_kept(self, ctx) -> None:
+        """Bring the kept holdings up to date with the records: the jobs noted as changed, or
+        every job (before any observe: a round built by hand). Leaves _exact False, and the
+        kept view unused from then on, at the first demand that is not integer-valued."""
+        changed = self._changed.take()
+        if changed is None or not self._kept:
+            self._kheld, self._kused = {}, {}
+            self._kept = changed is not None
+            recs = {r.spec.job_id: r for r in (*ctx.running, *ctx.queue)}.values()
+        else:
+            recs = []
+            for jid in sorted(changed):
+                old = self._kheld.pop(jid, None)
+                if old is not None:
+                    self._kused[old[0]] = self._kused[old[0]] - old[1]
+                rec = ctx.jobs.get(jid)
+                if rec is not None:
+                    recs.append(rec)
+        for rec in recs:
+            placed = rec.placed
+            if not placed:
+                continue
+            v = _demand(rec, placed)
+            if not (np.all(v == np.round(v)) and np.all(np.abs(v) < _EXACT)):
+                self._exact = False
+                return
+            user = rec.spec.user
+            self._kheld[rec.spec.job_id] = (user, v)
+            u = self._kused.get(user)
+            u = v.copy() if u is None else u + v
+            if not np.all(u < _EXACT):
+                self._exact = False
+                return
+            self._kused[user] = u
 
     def _dominant_shares(self, ctx) -> dict[str, float]:
         used = {u: v.copy() for u, v in self._used.items()}
@@ -141,6 +222,9 @@ class DrfOrder(Order):
             self._used[user] = self._used[user] + v
         else:
             self._used[user] = v.copy()
+
+
+_EXACT = 2.0 ** 50      # integer-valued floats below this add up exactly in any order
 
 
 def _demand(rec, task_indices) -> np.ndarray:

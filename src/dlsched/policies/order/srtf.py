@@ -32,6 +32,8 @@ next, parameter servers on the first node: what a trace's duration means by "ide
 """
 from __future__ import annotations
 
+import math
+
 from dlsched.core.types import GPU, Role, TaskPlacement
 from dlsched.scheduler.framework import Order, ProfileSpec, register, register_profile
 from dlsched.workload.models import get_model
@@ -126,10 +128,68 @@ class SizeOrder:
 class SrtfOrder(SizeOrder, Order):
     """Shortest remaining time first (job sizes known: an oracle): remaining = total work - attained service."""
 
+    def __init__(self, gpu_weighted: bool = True) -> None:
+        super().__init__(gpu_weighted)
+        self._ctx = None     # the last round's context (its sorted queue), for quiet_until
+
     def key(self, job, ctx) -> tuple:
+        if ctx is None:
+            return self.scaled(job, max(self.work.total(job, None) - job.attained(0.0), 0.0))
+        self._ctx = ctx
+        return self.scaled(job, max(self.work.total(job, ctx.cluster) - job.attained(ctx.now), 0.0))
+
+    def quiet_until(self, now: float, running) -> float:
+        """With no event the keys move only with time: a waiting job's key stays (it attains
+        nothing), a job that holds GPUs falls at its GPUs' rate (per GPU without gpu_weighted)
+        until it reaches 0. The round's decisions (the queue's order, preempt's walk over
+        running and waiting jobs) depend on time only through the order of those keys, which
+        first changes when two neighbours in it meet (or a falling key reaches 0, where ties
+        go by submission). So: quiet until the first such meeting, a little early (keys within
+        1e-9 relative of each other count as met, so float noise in a later round's keys cannot
+        flip an order this one did not see flip)."""
+        ctx = self._ctx
+        # key() keeps the round's context; ctx.queue is then the round's sorted queue. A round
+        # over an empty queue keys nobody: its context is an older round's.
+        waiting = ctx.queue if ctx is not None and ctx.now == now else ()
+        if not waiting:
+            return math.inf        # nobody to place, nobody to preempt for
         cluster = ctx.cluster if ctx is not None else None
-        now = ctx.now if ctx is not None else 0.0
-        return self.scaled(job, max(self.work.total(job, cluster) - job.attained(now), 0.0))
+        jobs = {r.job_id: r for r in waiting}
+        # preempt's walk runs only when the waiting jobs need more GPUs than are free, which
+        # no time changes: without the walk, only the waiting jobs' order counts
+        if _walks(ctx):
+            for r in running:
+                jobs[r.job_id] = r
+        rows = []
+        weighted = self.gpu_weighted
+        for r in jobs.values():
+            k = self.scaled(r, max(self.work.total(r, cluster) - r.attained(now), 0.0))[0]
+            rate = 0.0
+            if k > 0 and r._service_since is not None:
+                rate = r.held_gpus()
+                if not weighted:
+                    rate /= max(r.spec.gpus, 1.0)
+            rows.append((k, r.submit_time_s, r.job_id, rate))
+        rows.sort()
+        t = math.inf
+        prev = None
+        for row in rows:
+            k, rate = row[0], row[3]
+            if rate > 0:                       # reaches 0
+                t = min(t, now + (k - 1e-9 * max(k, 1.0)) / rate)
+            if prev is not None and rate > prev[3]:     # catches up with the one before it
+                t = min(t, now + (k - prev[0] - 1e-9 * max(k, 1.0)) / (rate - prev[3]))
+            prev = row
+        return t - 1e-6 if t < math.inf else t
+
+
+def _walks(ctx) -> bool:
+    """Whether a round like the one of `ctx` walks over the running jobs: False only when the
+    profile's `preempt` says it did not walk in that round (its test, that the waiting jobs need
+    more GPUs than are free, reads no time); otherwise True, whatever may read running keys."""
+    from dlsched.policies.actions.preempt import Preempt
+    act = ctx.action(Preempt)
+    return act is None or act.walked is None or act.walked[0] is not ctx.txn or act.walked[1]
 
 
 register_profile(ProfileSpec(
