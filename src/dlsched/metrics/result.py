@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -245,7 +246,12 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
 
     recs = jobs_from_log(log)
     n = len(recs)
-    cols: dict[str, list] = {k: [] for k in (
+    # numbers in typed arrays rather than lists of boxed floats: a 1M-job run's table is built
+    # with a tenth of the memory (the columns and dtypes are those of lists of the same values)
+    _F = ("first_start_s", "finish_s", "wait_s", "jct_s", "run_s", "deadline_s", "gpu_s", "nic_bytes",
+          "cross_rack_bytes", "first_progress_s", "ttfp_s", "switch_lost_s", "switch_lost_gpu_s")
+    _I = ("workers", "preemptions", "migrations", "suspends", "resumes")
+    cols: dict[str, Any] = {k: (array("d") if k in _F else array("q") if k in _I else []) for k in (
         "job_id", "state", "submit_s", "first_start_s", "finish_s", "wait_s", "jct_s", "run_s", "gpus",
         "workers", "model", "user", "priority", "preemptions", "migrations", "deadline_s", "deadline_met",
         "gpu_s", "nic_bytes", "cross_rack_bytes", "first_progress_s", "ttfp_s", "suspends", "resumes",
@@ -281,13 +287,17 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
         cols["resumes"].append(int(st.get("resumes") or 0))
         cols["switch_lost_s"].append(float(st.get("switch_lost_s") or 0.0))
         cols["switch_lost_gpu_s"].append(float(st.get("switch_lost_gpu_s") or 0.0))
-    jobs = pd.DataFrame(cols)
+    del recs
+    jobs = pd.DataFrame({k: (np.frombuffer(v, dtype=np.float64 if v.typecode == "d" else np.int64)
+                             if isinstance(v, array) and n else (list(v) if isinstance(v, array) else v))
+                         for k, v in cols.items()})
+    del cols
     if getattr(timeline, "compact", False) and len(timeline):
         tl = pd.DataFrame(timeline.columns())
     else:
         tl = pd.DataFrame(timeline, columns=["time_s", "allocated_gpus", "effective_gpus", "partial_gpus",
                                              "running_jobs", "queued_jobs"])
-    done = jobs[jobs.state == "done"]
+    done = jobs.loc[(jobs.state == "done").to_numpy(), ["jct_s", "finish_s", "wait_s"]]
     jct = done.jct_s.to_numpy(dtype=float)
     if n:
         t0 = float(jobs.submit_s.min())
