@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,8 +44,11 @@ class SimResult:
     summary: dict
     timeline: Any             # pandas.DataFrame: time_s, allocated_gpus, effective_gpus, partial_gpus, running_jobs, queued_jobs
     rounds: Any = None        # pandas.DataFrame: time_s, wall_s (scheduling time), queued_jobs per round
-    events: list = field(default_factory=list)      # the engine's event log: (time_s, kind, job_id, detail)
-    decisions: list = field(default_factory=list)   # the scheduler's log, less its round records
+    # the engine's event log: (time_s, kind, job_id, detail); a list, or the simulator's EngineLog
+    # (a sequence of those tuples, kept in columns, equal to the list of them)
+    events: Any = field(default_factory=list)
+    # the scheduler's log, less its round records; a list of LogRecords or a CompactLog
+    decisions: Any = field(default_factory=list)
     nodes: list = field(default_factory=list)       # the cluster's nodes: name, rack, gpu_type, gpus
 
     def save(self, out_dir: str | Path, provenance: dict | None = None) -> Path:
@@ -59,7 +63,7 @@ class SimResult:
         _atomic(out / "jobs.parquet", lambda p: self.jobs.to_parquet(p, index=False))
         _atomic(out / "timeline.parquet", lambda p: self.timeline.to_parquet(p, index=False))
         _atomic(out / "rounds.parquet", lambda p: self.rounds.to_parquet(p, index=False))
-        ev = pd.DataFrame(self.events, columns=["time_s", "kind", "job_id", "detail"])
+        ev = pd.DataFrame(list(self.events), columns=["time_s", "kind", "job_id", "detail"])
         _atomic(out / "events.parquet", lambda p: ev.to_parquet(p, index=False))
         _atomic(out / "log.parquet", lambda p: decisions_frame(self.decisions).to_parquet(p, index=False))
         if self.nodes:
@@ -127,14 +131,18 @@ class _Job:
 
     def __init__(self, spec, ntasks: int):
         self.spec, self.ntasks, self.state = spec, ntasks, "pending"
-        self.placed: set = set()          # task indices placed now
-        self.done: set = set()            # tasks of a bag that ended
+        # task indices placed now, and tasks of a bag that ended: rebound, never mutated, so
+        # that every job can start with the one empty frozenset (a 1M-job log replays 1M jobs)
+        self.placed: frozenset | set = _NONE
+        self.done: frozenset | set = _NONE
         self.first_start_s = self.finish_s = None
         self.preemptions = self.migrations = 0
-        self.stats: dict = {}
+        self.stats: dict = _NO_STATS
 
 
 _STARTS = frozenset(("launch", "resume", "migrate", "resize"))
+_NONE: frozenset = frozenset()
+_NO_STATS: dict = {}
 
 
 def jobs_from_log(log) -> dict[str, _Job]:
@@ -155,7 +163,7 @@ def jobs_from_log(log) -> dict[str, _Job]:
         if kind in _STARTS:
             tasks = {tp.task for tp in r.placements}
             if kind == "launch" or kind == "resume":
-                j.placed |= tasks
+                j.placed = j.placed | tasks
             elif kind == "migrate":
                 j.placed = tasks
                 j.migrations += 1
@@ -169,32 +177,32 @@ def jobs_from_log(log) -> dict[str, _Job]:
             else:
                 j.state = "partial"
         elif kind == "finish":
-            j.placed = set()
+            j.placed = _NONE
             j.state = "done"
             j.finish_s = r[0]
         elif kind == "stats":
             j.stats = r.stats or {}
         elif kind == "suspend":
-            j.placed = set()
+            j.placed = _NONE
             j.state = "suspended"
             j.preemptions += 1
         elif kind == "stopped":
-            j.placed = set()
+            j.placed = _NONE
             if j.state != "suspended":
                 j.state = "suspended"
                 j.preemptions += 1
         elif kind == "held":
             if j.placed:
                 j.preemptions += 1
-            j.placed = set()
+            j.placed = _NONE
             j.state = "held"
         elif kind == "released":
             if j.state == "held":
                 j.state = "suspended" if j.first_start_s is not None else "pending"
         elif kind == "task_finish":
             t = int(r[3])
-            j.placed.discard(t)
-            j.done.add(t)
+            j.placed = j.placed - {t}
+            j.done = j.done | {t}
         elif kind == "rejected":
             j.state = "rejected"
     return jobs
@@ -212,13 +220,17 @@ def _round(rec) -> tuple[float, int]:
 def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload_name: str) -> SimResult:
     """The run's metrics, from the scheduler's event log (with its round records) with each
     job's final counters appended (`stats` records), and the utilisation samples."""
-    from dlsched.scheduler.eventlog import LogRecord
+    from dlsched.scheduler.eventlog import CompactLog, LogRecord
     now = backend.now()
-    log = list(scheduler.log) + [LogRecord(now, "stats", j, stats=backend.job_stats(j))
-                                 for j in scheduler.jobs]
+    # The logs are kept in columns (CompactLog, the backend's EngineLog) and read as records:
+    # a 1M-job run writes about 4M of them, and a list of tuples would cost 4x the memory.
+    stats = CompactLog(LogRecord(now, "stats", j, stats=backend.job_stats(j)) for j in scheduler.jobs)
+    sched_log = scheduler.log if getattr(scheduler.log, "compact", False) else CompactLog(scheduler.log)
+    log = sched_log.joined(stats)
+    del stats
     eff = backend.effective_gpu_s() if hasattr(backend, "effective_gpu_s") else None
     res = result_from_log(log, scheduler.timeline, total_gpus=backend.cluster.total_gpus,
-                          effective_gpu_s=eff, engine_log=list(backend.log), policy=policy,
+                          effective_gpu_s=eff, engine_log=backend.log, policy=policy,
                           cluster_name=cluster_name, workload_name=workload_name)
     res.nodes = cluster_nodes(backend.cluster)
     return res
@@ -234,7 +246,12 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
 
     recs = jobs_from_log(log)
     n = len(recs)
-    cols: dict[str, list] = {k: [] for k in (
+    # numbers in typed arrays rather than lists of boxed floats: a 1M-job run's table is built
+    # with a tenth of the memory (the columns and dtypes are those of lists of the same values)
+    _F = ("first_start_s", "finish_s", "wait_s", "jct_s", "run_s", "deadline_s", "gpu_s", "nic_bytes",
+          "cross_rack_bytes", "first_progress_s", "ttfp_s", "switch_lost_s", "switch_lost_gpu_s")
+    _I = ("workers", "preemptions", "migrations", "suspends", "resumes")
+    cols: dict[str, Any] = {k: (array("d") if k in _F else array("q") if k in _I else []) for k in (
         "job_id", "state", "submit_s", "first_start_s", "finish_s", "wait_s", "jct_s", "run_s", "gpus",
         "workers", "model", "user", "priority", "preemptions", "migrations", "deadline_s", "deadline_met",
         "gpu_s", "nic_bytes", "cross_rack_bytes", "first_progress_s", "ttfp_s", "suspends", "resumes",
@@ -270,10 +287,17 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
         cols["resumes"].append(int(st.get("resumes") or 0))
         cols["switch_lost_s"].append(float(st.get("switch_lost_s") or 0.0))
         cols["switch_lost_gpu_s"].append(float(st.get("switch_lost_gpu_s") or 0.0))
-    jobs = pd.DataFrame(cols)
-    tl = pd.DataFrame(timeline, columns=["time_s", "allocated_gpus", "effective_gpus", "partial_gpus",
-                                                   "running_jobs", "queued_jobs"])
-    done = jobs[jobs.state == "done"]
+    del recs
+    jobs = pd.DataFrame({k: (np.frombuffer(v, dtype=np.float64 if v.typecode == "d" else np.int64)
+                             if isinstance(v, array) and n else (list(v) if isinstance(v, array) else v))
+                         for k, v in cols.items()})
+    del cols
+    if getattr(timeline, "compact", False) and len(timeline):
+        tl = pd.DataFrame(timeline.columns())
+    else:
+        tl = pd.DataFrame(timeline, columns=["time_s", "allocated_gpus", "effective_gpus", "partial_gpus",
+                                             "running_jobs", "queued_jobs"])
+    done = jobs.loc[(jobs.state == "done").to_numpy(), ["jct_s", "finish_s", "wait_s"]]
     jct = done.jct_s.to_numpy(dtype=float)
     if n:
         t0 = float(jobs.submit_s.min())
@@ -340,5 +364,9 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
     rounds_df = pd.DataFrame(rounds_log, columns=["time_s", "wall_s", "queued_jobs"])
     # decisions: the log without its round records (their wall seconds are the one thing in
     # the log that is not a function of the seed; the rounds table keeps them)
+    # a compact log stays compact (a sequence of records; it compares equal to a list of them)
+    events = engine_log if getattr(engine_log, "compact", False) else list(engine_log)
+    decisions = (log.joined(drop="round") if getattr(log, "compact", False)
+                 else [r for r in log if r[1] != "round"])
     return SimResult(policy, cluster_name, workload_name, total, jobs, summary, tl, rounds_df,
-                     list(engine_log), [r for r in log if r[1] != "round"])
+                     events, decisions)

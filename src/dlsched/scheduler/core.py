@@ -51,7 +51,7 @@ from dlsched.scheduler.admission import NeverFits
 from dlsched.scheduler.backend import capabilities_of, capability_gap
 from dlsched.scheduler.context import _SETTLED, JobRecord, JobState, RoundContext  # noqa: F401 (re-exported)
 from dlsched.scheduler.contain import contained_round
-from dlsched.scheduler.eventlog import LogRecord
+from dlsched.scheduler.eventlog import CompactLog, LogRecord, Timeline
 from dlsched.scheduler.fastplace import FastPlacer
 from dlsched.scheduler.profile import Profile, build_profile, overrides as _overrides  # noqa: F401 (re-exported)
 from dlsched.scheduler.transaction import Transaction
@@ -79,9 +79,9 @@ class Scheduler:
         self.running: dict[str, JobRecord] = {}   # RUNNING (and PARTIAL tasks jobs that run)
         self.rounds: list[tuple[float, float, int]] = []   # (time_s, wall_s, queued jobs) per round
         self._last_round: tuple[float, float, int] | None = None   # the round not yet committed
-        self.log: list[LogRecord] = []            # the typed event log (dlsched.scheduler.eventlog)
+        self.log = CompactLog()                   # the typed event log (dlsched.scheduler.eventlog), in columns
         self.sink: Callable[[LogRecord], None] | None = None   # sees every record as it is written
-        self.timeline: list[tuple[float, float, float, float, int, int]] = []
+        self.timeline = Timeline()    # (time, allocated, effective, partial GPUs, running, queued), in columns
         self.n_done = 0                           # finished or rejected
         self._dirty = False
         self._static = bool(profile.order.static)

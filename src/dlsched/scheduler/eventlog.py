@@ -25,6 +25,7 @@ store, so the log outlives a server restart).
 """
 from __future__ import annotations
 
+from array import array
 from typing import Any, NamedTuple
 
 KINDS = {
@@ -58,3 +59,248 @@ class LogRecord(NamedTuple):
     packed: bool = False
     spec: Any = None
     stats: Any = None
+
+
+_tuple_new = tuple.__new__
+_DEFAULTS = tuple(LogRecord._field_defaults[f] for f in LogRecord._fields[3:])
+# Shapes of a record's fields after job_id, and what `_x` keeps for each:
+_PLAIN, _DETAIL, _SPEC, _STATS, _JOBSTATS, _FULL = range(6)
+#   _PLAIN     every field at its default (detail "")                 None
+#   _DETAIL    only detail set (a str)                                 the detail
+#   _SPEC      only spec set (arrival records)                         the spec
+#   _STATS     only stats set (round records: (wall, queued))          the stats
+#   _JOBSTATS  only stats set, a dict of str keys (stats records)      (keys tuple, values tuple)
+#   _FULL      anything else                                           the 6 fields, a tuple
+
+
+class CompactLog:
+    """A typed event log kept in columns: what a list of LogRecords holds, in about a quarter
+    of the memory (a run writes about 4 records per job, and a 1M-job simulation keeps them
+    all). Times in an array of doubles, kinds as one byte, job ids as references, and the rest
+    of a record only where it differs from the defaults; the `stats` dicts of stats records as
+    their values with one shared tuple of keys.
+
+    It is a sequence of LogRecords: `append(record)`, iteration, `len`, indexing and slicing
+    (a slice is a list) read back records equal to those appended, field for field and of the
+    same types (a time that is not a float is kept as it came). It compares equal to any
+    sequence of equal records (a list of LogRecords or plain tuples included). Records read
+    back are new tuples each time (and a stats record's dict a new dict): the log is
+    append-only, and nothing should mutate what it reads."""
+    __slots__ = ("_t", "_k", "_s", "_j", "_x", "_odd_t", "_kinds", "_code", "_keysets")
+
+    def __init__(self, records=()):
+        self._t = array("d")
+        self._k = bytearray()
+        self._s = bytearray()
+        self._j: list = []
+        self._x: list = []
+        self._odd_t: dict[int, Any] = {}      # index -> a time that is not a float
+        self._kinds: list[str] = []
+        self._code: dict[str, int] = {}
+        self._keysets: dict[tuple, tuple] = {}
+        for r in records:
+            self.append(r)
+
+    def append(self, rec) -> None:
+        t, kind, job_id, *rest = rec
+        if len(rest) < 6:
+            rest.extend(_DEFAULTS[len(rest):])
+        detail, placements, cost, packed, spec, stats = rest
+        code = self._code.get(kind)
+        if code is None:
+            code = self._code[kind] = len(self._kinds)
+            if code > 255:
+                raise ValueError("CompactLog holds at most 256 kinds")
+            self._kinds.append(kind)
+        if type(detail) is str and not placements and cost is None and packed is False:
+            if spec is None and stats is None:
+                shape, x = (_PLAIN, None) if detail == "" else (_DETAIL, detail)
+            elif detail == "" and stats is None:
+                shape, x = _SPEC, spec
+            elif detail == "" and spec is None:
+                if type(stats) is dict and all(type(k) is str for k in stats):
+                    keys = tuple(stats)
+                    shape, x = _JOBSTATS, (self._keysets.setdefault(keys, keys), tuple(stats.values()))
+                else:
+                    shape, x = _STATS, stats
+            else:
+                shape, x = _FULL, (detail, placements, cost, packed, spec, stats)
+        else:
+            shape, x = _FULL, (detail, placements, cost, packed, spec, stats)
+        if type(t) is not float:
+            self._odd_t[len(self._j)] = t
+            t = float("nan")
+        self._t.append(t)
+        self._k.append(code)
+        self._s.append(shape)
+        self._j.append(job_id)
+        self._x.append(x)
+
+    def extend(self, records) -> None:
+        for r in records:
+            self.append(r)
+
+    def _record(self, i: int, t: float) -> LogRecord:
+        if self._odd_t and i in self._odd_t:
+            t = self._odd_t[i]
+        shape = self._s[i]
+        x = self._x[i]
+        head = (t, self._kinds[self._k[i]], self._j[i])
+        if shape == _PLAIN:
+            return _tuple_new(LogRecord, head + _DEFAULTS)
+        if shape == _DETAIL:
+            return _tuple_new(LogRecord, head + (x, (), None, False, None, None))
+        if shape == _SPEC:
+            return _tuple_new(LogRecord, head + ("", (), None, False, x, None))
+        if shape == _STATS:
+            return _tuple_new(LogRecord, head + ("", (), None, False, None, x))
+        if shape == _JOBSTATS:
+            return _tuple_new(LogRecord, head + ("", (), None, False, None, dict(zip(*x))))
+        return _tuple_new(LogRecord, head + x)
+
+    def __len__(self) -> int:
+        return len(self._j)
+
+    def __iter__(self):
+        rec = self._record
+        for i, t in enumerate(self._t):
+            yield rec(i, t)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._record(k, self._t[k]) for k in range(*i.indices(len(self._j)))]
+        n = len(self._j)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("log index out of range")
+        return self._record(i, self._t[i])
+
+    compact = True     # what dlsched.metrics keeps as it is, rather than copy into a list
+
+    def joined(self, *others: "CompactLog", drop: str | None = None) -> "CompactLog":
+        """A new log: this one's records then the others', less those of kind `drop`. The
+        columns are copied; what the records hold (specs, placements, stats) is shared."""
+        out = CompactLog()
+        for log in (self, *others):
+            remap = bytearray(256)
+            for c, kind in enumerate(log._kinds):
+                code = out._code.get(kind)
+                if code is None:
+                    code = out._code[kind] = len(out._kinds)
+                    if code > 255:
+                        raise ValueError("CompactLog holds at most 256 kinds")
+                    out._kinds.append(kind)
+                remap[c] = code
+            skip = log._code.get(drop, -1) if drop is not None else -1
+            base = len(out._j)
+            if skip < 0:
+                keep = range(len(log._j))
+                out._t.extend(log._t)
+                out._k.extend(log._k.translate(remap))
+                out._s.extend(log._s)
+                out._j.extend(log._j)
+                out._x.extend(log._x)
+            else:
+                keep = [i for i, c in enumerate(log._k) if c != skip]
+                t, k, sh, j, x = log._t, log._k, log._s, log._j, log._x
+                out._t.extend(array("d", (t[i] for i in keep)))
+                out._k.extend(bytes(remap[k[i]] for i in keep))
+                out._s.extend(bytes(sh[i] for i in keep))
+                out._j.extend(j[i] for i in keep)
+                out._x.extend(x[i] for i in keep)
+            if log._odd_t:
+                pos = {i: n for n, i in enumerate(keep)}
+                for i, t0 in log._odd_t.items():
+                    if i in pos:
+                        out._odd_t[base + pos[i]] = t0
+            for keys in log._keysets:
+                out._keysets.setdefault(keys, keys)
+        return out
+
+    def kinds(self) -> list[str]:
+        """Each record's kind, in order (without building the records)."""
+        ks = self._kinds
+        return [ks[c] for c in self._k]
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, CompactLog) or isinstance(other, (list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"CompactLog({list(self)!r})"
+
+    def __reduce__(self):
+        return (CompactLog, (list(self),))
+
+
+class Timeline:
+    """The scheduler's utilisation samples, (time_s, allocated_gpus, effective_gpus,
+    partial_gpus, running_jobs, queued_jobs), kept in columns (about two per job; a list of
+    6-tuples of boxed numbers costs five times as much). A sequence of those tuples: `append`,
+    iteration, `len`, `[i]`, and `[-1] = sample` (a sample at the same time replaces the last).
+    The numbers come back as Python floats and ints (equal to those appended)."""
+    __slots__ = ("_f", "_n")
+    compact = True
+
+    def __init__(self, samples=()):
+        self._f = array("d")     # time, allocated, effective, partial: 4 per sample
+        self._n = array("q")     # running, queued: 2 per sample
+        for s in samples:
+            self.append(s)
+
+    def append(self, s) -> None:
+        t, a, e, p, run, q = s
+        self._f.extend((t, a, e, p))
+        self._n.extend((run, q))
+
+    def __len__(self) -> int:
+        return len(self._n) // 2
+
+    def __getitem__(self, i: int) -> tuple:
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("timeline index out of range")
+        f, k = self._f, self._n
+        return (f[4 * i], f[4 * i + 1], f[4 * i + 2], f[4 * i + 3], k[2 * i], k[2 * i + 1])
+
+    def __setitem__(self, i: int, s) -> None:
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("timeline index out of range")
+        t, a, e, p, run, q = s
+        self._f[4 * i:4 * i + 4] = array("d", (t, a, e, p))
+        self._n[2 * i:2 * i + 2] = array("q", (run, q))
+
+    def __iter__(self):
+        f, k = self._f, self._n
+        for i in range(len(self)):
+            yield (f[4 * i], f[4 * i + 1], f[4 * i + 2], f[4 * i + 3], k[2 * i], k[2 * i + 1])
+
+    def columns(self) -> dict:
+        """The samples as numpy columns (time_s, allocated_gpus, ..., queued_jobs)."""
+        import numpy as np
+        f = np.frombuffer(self._f, dtype=np.float64).reshape(-1, 4) if len(self._f) else np.empty((0, 4))
+        k = np.frombuffer(self._n, dtype=np.int64).reshape(-1, 2) if len(self._n) else np.empty((0, 2), dtype=np.int64)
+        return {"time_s": f[:, 0].copy(), "allocated_gpus": f[:, 1].copy(), "effective_gpus": f[:, 2].copy(),
+                "partial_gpus": f[:, 3].copy(), "running_jobs": k[:, 0].copy(), "queued_jobs": k[:, 1].copy()}
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (Timeline, list, tuple)):
+            return len(self) == len(other) and all(a == tuple(b) for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"Timeline({list(self)!r})"
+
+    def __reduce__(self):
+        return (Timeline, (list(self),))

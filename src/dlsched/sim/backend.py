@@ -35,9 +35,9 @@ from dlsched.cluster.topology import Cluster
 from dlsched.core.types import GPU, JobSpec, Launch, Migrate, Plan, Resize, Resume, Suspend, TaskPlacement
 from dlsched.scheduler import events as ev
 from dlsched.sim import phases, switch_cost
-from dlsched.sim.engine import (P_ARRIVAL, P_FINISH, P_NODE, P_RATE, P_TICK, EventHeap, Arrive,
+from dlsched.sim.engine import (P_ARRIVAL, P_FINISH, P_NODE, P_RATE, P_TICK, EngineLog, EventHeap, Arrive,
                                 Finish, NodeChange, RateChange, SaveDone, TaskDone, Tick)
-from dlsched.sim.run import JobRun
+from dlsched.sim.run import DoneRun, JobRun
 from dlsched.workload.loss import observed_loss
 from dlsched.sim.network import net_shares
 from dlsched.workload.speed import SpeedModel, SpeedParams
@@ -79,12 +79,13 @@ class SimBackend:
         self._touched: set[str] = set()
         self.net = net_shares(self.speed.link_capacity)   # running jobs on shared links, their shares
         self._net_dirty: set[str] = set()         # jobs whose flow may have changed
+        self._done: list[JobRun] = []             # finished since the last _refresh (DoneRun)
         self._effective = 0.0
         self._eff_gpu_s = 0.0      # integral of _effective up to _eff_t (exact, between samples too)
         self._eff_t = 0.0
         self._partial = 0.0
         self._partial_jobs: set[str] = set()
-        self.log: list[tuple] = []
+        self.log = EngineLog()     # (time, kind, job_id, detail) records, in columns
         self.record_rates = record_rates
         self._ticks: set[float] = set()
         self._gpu_free_at: dict[tuple[int, int], float] = {}   # GPU slot -> end of a checkpoint
@@ -464,6 +465,7 @@ class SimBackend:
         self._net_dirty.add(r.spec.job_id)
         r.prof = None
         self._touched.discard(r.spec.job_id)
+        self._done.append(r)
         self.log.append((now, "finish", r.spec.job_id, ""))
 
     # -- rates ----------------------------------------------------------------------------------
@@ -654,3 +656,17 @@ class SimBackend:
             self._partial = float(sum(runs[j].hold_gpus for j in partial_jobs))
         self._touched.clear()
         self._net_dirty.clear()
+        if self._done:
+            self._drop_done()
+
+    def _drop_done(self) -> None:
+        """Swap the jobs finished since the last _refresh for their DoneRun (what is still read
+        of a finished job), once nothing refers to them: no finish entry of theirs in the heap or
+        waiting for it, and not partly held."""
+        runs = self.runs
+        for r in self._done:
+            jid = r.spec.job_id
+            if (r.finished and r.fin_ev is None and r.deferred is None and runs.get(jid) is r
+                    and jid not in self._partial_jobs and not r.placements):
+                runs[jid] = DoneRun(r)
+        self._done.clear()

@@ -15,6 +15,7 @@ stale and dropped when popped.
 from __future__ import annotations
 
 import heapq
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,3 +100,80 @@ class EventHeap:
 
     def __len__(self) -> int:
         return len(self._heap)
+
+
+class EngineLog:
+    """SimBackend's own log, (time, kind, job_id, detail) records, kept in columns: times in an
+    array of doubles, kinds as one byte, job ids and details as references (a run writes three
+    or more records per job; a list of tuples costs about three times as much). A sequence of
+    plain 4-tuples: iteration, `len`, indexing and slicing (a list) read back tuples equal to
+    those appended, and it compares equal to any list or tuple of equal records. Times that are
+    not floats are kept as they came."""
+    __slots__ = ("_t", "_k", "_j", "_d", "_kinds", "_code", "_odd_t")
+
+    def __init__(self, records=()):
+        self._t = array("d")
+        self._k = bytearray()
+        self._j: list = []
+        self._d: list = []
+        self._kinds: list[str] = []
+        self._code: dict[str, int] = {}
+        self._odd_t: dict[int, Any] = {}
+        for r in records:
+            self.append(r)
+
+    def append(self, rec) -> None:
+        t, kind, job_id, detail = rec
+        code = self._code.get(kind)
+        if code is None:
+            code = self._code[kind] = len(self._kinds)
+            if code > 255:
+                raise ValueError("EngineLog holds at most 256 kinds")
+            self._kinds.append(kind)
+        if type(t) is not float:
+            self._odd_t[len(self._j)] = t
+            t = float("nan")
+        self._t.append(t)
+        self._k.append(code)
+        self._j.append(job_id)
+        self._d.append(detail)
+
+    compact = True     # what dlsched.metrics keeps as it is, rather than copy into a list
+
+    def _record(self, i: int) -> tuple:
+        t = self._odd_t[i] if self._odd_t and i in self._odd_t else self._t[i]
+        return (t, self._kinds[self._k[i]], self._j[i], self._d[i])
+
+    def __len__(self) -> int:
+        return len(self._j)
+
+    def __iter__(self):
+        if self._odd_t:
+            for i in range(len(self._j)):
+                yield self._record(i)
+            return
+        ks = self._kinds
+        yield from zip(self._t, (ks[c] for c in self._k), self._j, self._d)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._record(k) for k in range(*i.indices(len(self._j)))]
+        n = len(self._j)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("log index out of range")
+        return self._record(i)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (EngineLog, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"EngineLog({list(self)!r})"
+
+    def __reduce__(self):
+        return (EngineLog, (list(self),))

@@ -1,0 +1,120 @@
+"""The logs kept in columns read back what was appended: CompactLog (the scheduler's typed log),
+EngineLog (SimBackend's), Timeline (the utilisation samples), and DoneRun (a finished job's
+JobRun, cut down). A simulation's result is the same, record for record, as with plain lists."""
+import math
+import pickle
+
+import pytest
+
+import dlsched
+from dlsched.core.types import TaskPlacement
+from dlsched.scheduler.eventlog import CompactLog, LogRecord, Timeline
+from dlsched.sim.engine import EngineLog
+from dlsched.workload.io import load_workload
+
+
+def _records():
+    spec = load_workload("sample")[0]
+    tp = (TaskPlacement(0, 3, (0, 1)), TaskPlacement(1, 4, (2,)))
+    return [
+        LogRecord(0.0, "arrival", "a", spec=spec),
+        LogRecord(1.5, "launch", "a", "0@3;1@4", tp, None, False),
+        LogRecord(1.5, "launch", "b", "0@3", tp[:1], None, True),
+        LogRecord(2.0, "round", "", stats=(0.001, 7)),
+        LogRecord(2.5, "suspend", "a", cost=("some", "cost")),
+        LogRecord(3, "finish", "a", ""),                       # an int time stays an int
+        LogRecord(4.0, "stopped", "b", "node 3 down"),
+        LogRecord(5.0, "NodeDown", "", "3"),
+        LogRecord(6.0, "stats", "a", stats={"step": None, "rate": 0.0, "gpu_s": 12.5, "x": float("nan")}),
+        LogRecord(6.0, "stats", "b", stats={"step": 3, "rate": 1.0, "gpu_s": 1.0, "x": 2.0}),
+        LogRecord(6.0, "stats", "c", stats={}),
+        LogRecord(7.0, "task_finish", "c", "1"),
+        LogRecord(8.0, "held", "c", "", spec=spec, stats={"odd": 1}),
+        LogRecord(9.0, "round", "", stats=None),
+        LogRecord(-math.inf, "weird", "z", "d", (), None, False, None, [1, 2]),
+    ]
+
+
+def _same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert type(x) is type(y)
+        assert len(x) == len(y)
+        for u, v in zip(x, y):
+            assert type(u) is type(v)
+            assert u is v or u == v or (isinstance(u, dict) and repr(u) == repr(v))
+
+
+def test_compact_log_reads_back_the_records():
+    recs = _records()
+    log = CompactLog()
+    for r in recs:
+        log.append(r)
+    _same(list(log), recs)
+    _same([log[i] for i in range(len(log))], recs)
+    _same(log[2:9:3], recs[2:9:3])
+    _same([log[-1]], recs[-1:])
+    assert log == recs and not (log != recs) and log == CompactLog(recs)
+    assert log != recs[:-1]
+    assert [tuple(r) for r in log] == [tuple(r) for r in recs]
+    assert log.kinds() == [r.kind for r in recs]
+    with pytest.raises(IndexError):
+        log[len(recs)]
+    # a stats record's dict comes back in the same key order, a new dict each time
+    s = log[8].stats
+    assert list(s) == ["step", "rate", "gpu_s", "x"] and s is not log[8].stats
+    _same(list(pickle.loads(pickle.dumps(log))), recs)
+
+
+def test_compact_log_joined_and_without_a_kind():
+    recs = _records()
+    a, b = CompactLog(recs[:6]), CompactLog(recs[6:])
+    _same(list(a.joined(b)), recs)
+    _same(list(a.joined(b, drop="round")), [r for r in recs if r.kind != "round"])
+    _same(list(CompactLog(recs).joined(drop="stats")), [r for r in recs if r.kind != "stats"])
+
+
+def test_engine_log_reads_back_tuples():
+    recs = [(0.0, "arrival", "a", ""), (1.0, "take", "a", "0@1;1@2"), (2, "rate", "a", "0.5"),
+            (3.0, "node_down", "", "4"), (4.5, "finish", "a", "")]
+    log = EngineLog(recs)
+    _same(list(log), recs)
+    _same(log[1:4], recs[1:4])
+    assert log[-1] == recs[-1] and log == recs and log == EngineLog(recs) and log != recs[:2]
+    _same(list(pickle.loads(pickle.dumps(log))), recs)
+    log2 = EngineLog(r for r in recs if type(r[0]) is float)
+    assert list(log2) == [r for r in recs if type(r[0]) is float]
+
+
+def test_timeline_columns():
+    tl = Timeline()
+    samples = [(0.0, 1.0, 0.5, 0.0, 1, 3), (1.0, 2.0, 2.0, 0.25, 2, 2)]
+    for s in samples:
+        tl.append(s)
+    assert list(tl) == samples and tl[-1] == samples[-1] and len(tl) == 2 and tl == samples
+    tl[-1] = (1.0, 3.0, 3.0, 0.0, 3, 1)
+    assert tl[1] == (1.0, 3.0, 3.0, 0.0, 3, 1) and tl[0] == samples[0]
+    cols = tl.columns()
+    assert cols["queued_jobs"].tolist() == [3, 1] and cols["effective_gpus"].tolist() == [0.5, 3.0]
+    assert list(pickle.loads(pickle.dumps(tl))) == list(tl)
+
+
+def test_simulation_same_with_plain_lists(monkeypatch):
+    """The whole result with compact logs equals the one with plain lists (the logs as they
+    were), and finished jobs' DoneRun gives the same job_stats."""
+    import dlsched.scheduler.core as core
+    import dlsched.sim.backend as backend
+    import dlsched.sim.run as run
+    a = dlsched.simulate("seed002", "sample", "tiresias")
+    monkeypatch.setattr(core, "CompactLog", list)
+    monkeypatch.setattr(core, "Timeline", list)
+    monkeypatch.setattr(backend, "EngineLog", list)
+    monkeypatch.setattr(backend, "DoneRun", lambda r: r)
+    b = dlsched.simulate("seed002", "sample", "tiresias")
+    assert isinstance(b.events, list) and not isinstance(a.events, list)
+    assert a.events == b.events and a.decisions == b.decisions
+    assert list(a.events) == b.events and list(a.decisions) == b.decisions
+    assert a.jobs.equals(b.jobs) and a.timeline.equals(b.timeline) and a.summary.keys() == b.summary.keys()
+    assert {k: v for k, v in a.summary.items() if not k.startswith("sched_")} == \
+        {k: v for k, v in b.summary.items() if not k.startswith("sched_")}
+    del run
