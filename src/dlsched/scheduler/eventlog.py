@@ -73,7 +73,46 @@ _PLAIN, _DETAIL, _SPEC, _STATS, _JOBSTATS, _FULL = range(6)
 #   _FULL      anything else                                           the 6 fields, a tuple
 
 
-class CompactLog:
+class ColumnSeq:
+    """What the column-kept sequences (CompactLog, Timeline, the engine's EngineLog) share: they
+    stand for a list of rows, so they compare equal to one (or to their own kind) row by row,
+    are unhashable, print and pickle as that list, and index as a list does (`_index`)."""
+    __slots__ = ()
+    __hash__ = None
+
+    def _index(self, i: int) -> int:
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"{type(self).__name__} index out of range")
+        return i
+
+    @staticmethod
+    def _same(row, other_row) -> bool:
+        return row == other_row
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (type(self), list, tuple)):
+            return len(self) == len(other) and all(self._same(a, b) for a, b in zip(self, other))
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({list(self)!r})"
+
+    def __reduce__(self):
+        return (type(self), (list(self),))
+
+    def _new_kind(self, kind: str) -> int:
+        """The one-byte code of a kind not seen before (`_code`, `_kinds`: the kinds so far)."""
+        code = self._code[kind] = len(self._kinds)
+        if code > 255:
+            raise ValueError(f"{type(self).__name__} holds at most 256 kinds")
+        self._kinds.append(kind)
+        return code
+
+
+class CompactLog(ColumnSeq):
     """A typed event log kept in columns: what a list of LogRecords holds, in about a quarter
     of the memory (a run writes about 4 records per job, and a 1M-job simulation keeps them
     all). Times in an array of doubles, kinds as one byte, job ids as references, and the rest
@@ -108,10 +147,7 @@ class CompactLog:
         detail, placements, cost, packed, spec, stats = rest
         code = self._code.get(kind)
         if code is None:
-            code = self._code[kind] = len(self._kinds)
-            if code > 255:
-                raise ValueError("CompactLog holds at most 256 kinds")
-            self._kinds.append(kind)
+            code = self._new_kind(kind)
         if type(detail) is str and not placements and cost is None and packed is False:
             if spec is None and stats is None:
                 shape, x = (_PLAIN, None) if detail == "" else (_DETAIL, detail)
@@ -169,11 +205,7 @@ class CompactLog:
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self._record(k, self._t[k]) for k in range(*i.indices(len(self._j)))]
-        n = len(self._j)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError("log index out of range")
+        i = self._index(i)
         return self._record(i, self._t[i])
 
     compact = True     # what dlsched.metrics keeps as it is, rather than copy into a list
@@ -187,10 +219,7 @@ class CompactLog:
             for c, kind in enumerate(log._kinds):
                 code = out._code.get(kind)
                 if code is None:
-                    code = out._code[kind] = len(out._kinds)
-                    if code > 255:
-                        raise ValueError("CompactLog holds at most 256 kinds")
-                    out._kinds.append(kind)
+                    code = out._new_kind(kind)
                 remap[c] = code
             skip = log._code.get(drop, -1) if drop is not None else -1
             base = len(out._j)
@@ -223,21 +252,9 @@ class CompactLog:
         ks = self._kinds
         return [ks[c] for c in self._k]
 
-    def __eq__(self, other) -> bool:
-        if isinstance(other, CompactLog) or isinstance(other, (list, tuple)):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-        return NotImplemented
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        return f"CompactLog({list(self)!r})"
-
-    def __reduce__(self):
-        return (CompactLog, (list(self),))
 
 
-class Timeline:
+class Timeline(ColumnSeq):
     """The scheduler's utilisation samples, (time_s, allocated_gpus, effective_gpus,
     partial_gpus, running_jobs, queued_jobs), kept in columns (about two per job; a list of
     6-tuples of boxed numbers costs five times as much). A sequence of those tuples: `append`,
@@ -261,20 +278,12 @@ class Timeline:
         return len(self._n) // 2
 
     def __getitem__(self, i: int) -> tuple:
-        n = len(self)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError("timeline index out of range")
+        i = self._index(i)
         f, k = self._f, self._n
         return (f[4 * i], f[4 * i + 1], f[4 * i + 2], f[4 * i + 3], k[2 * i], k[2 * i + 1])
 
     def __setitem__(self, i: int, s) -> None:
-        n = len(self)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError("timeline index out of range")
+        i = self._index(i)
         t, a, e, p, run, q = s
         self._f[4 * i:4 * i + 4] = array("d", (t, a, e, p))
         self._n[2 * i:2 * i + 2] = array("q", (run, q))
@@ -292,15 +301,6 @@ class Timeline:
         return {"time_s": f[:, 0].copy(), "allocated_gpus": f[:, 1].copy(), "effective_gpus": f[:, 2].copy(),
                 "partial_gpus": f[:, 3].copy(), "running_jobs": k[:, 0].copy(), "queued_jobs": k[:, 1].copy()}
 
-    def __eq__(self, other) -> bool:
-        if isinstance(other, (Timeline, list, tuple)):
-            return len(self) == len(other) and all(a == tuple(b) for a, b in zip(self, other))
-        return NotImplemented
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        return f"Timeline({list(self)!r})"
-
-    def __reduce__(self):
-        return (Timeline, (list(self),))
+    @staticmethod
+    def _same(row, other_row) -> bool:
+        return row == tuple(other_row)      # a sample given as a list equals its tuple

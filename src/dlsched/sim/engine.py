@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlsched.core.types import JobSpec
+from dlsched.scheduler.eventlog import ColumnSeq
 
 # Priorities at equal time.
 P_NODE, P_FINISH, P_RATE, P_ARRIVAL, P_TICK = range(5)
@@ -102,7 +103,7 @@ class EventHeap:
         return len(self._heap)
 
 
-class EngineLog:
+class EngineLog(ColumnSeq):
     """SimBackend's own log, (time, kind, job_id, detail) records, kept in columns: times in an
     array of doubles, kinds as one byte, job ids and details as references (a run writes three
     or more records per job; a list of tuples costs about three times as much). A sequence of
@@ -126,10 +127,7 @@ class EngineLog:
         t, kind, job_id, detail = rec
         code = self._code.get(kind)
         if code is None:
-            code = self._code[kind] = len(self._kinds)
-            if code > 255:
-                raise ValueError("EngineLog holds at most 256 kinds")
-            self._kinds.append(kind)
+            code = self._new_kind(kind)
         if type(t) is not float:
             self._odd_t[len(self._j)] = t
             t = float("nan")
@@ -158,22 +156,5 @@ class EngineLog:
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self._record(k) for k in range(*i.indices(len(self._j)))]
-        n = len(self._j)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError("log index out of range")
-        return self._record(i)
+        return self._record(self._index(i))
 
-    def __eq__(self, other) -> bool:
-        if isinstance(other, (EngineLog, list, tuple)):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-        return NotImplemented
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        return f"EngineLog({list(self)!r})"
-
-    def __reduce__(self):
-        return (EngineLog, (list(self),))
