@@ -118,3 +118,28 @@ def test_simulation_same_with_plain_lists(monkeypatch):
     assert {k: v for k, v in a.summary.items() if not k.startswith("sched_")} == \
         {k: v for k, v in b.summary.items() if not k.startswith("sched_")}
     del run
+
+
+def test_compact_log_rows_of_kind_and_of_stats_match_the_records():
+    """The column readers the metrics use (rows, of_kind) give each record's fields as the
+    records do; of_stats builds the log that appending the stats records builds."""
+    recs = _records()
+    log = CompactLog(recs)
+    rows = list(log.rows())
+    assert len(rows) == len(recs)
+    for row, r in zip(rows, recs):
+        want = (r.time_s, r.kind, r.job_id, r.detail, r.placements, r.spec, r.stats)
+        assert len(row) == 7
+        for u, v in zip(row, want):
+            assert type(u) is type(v) and (u is v or u == v or repr(u) == repr(v))
+    assert [r[1] for r in log.rows(drop="round")] == [r.kind for r in recs if r.kind != "round"]
+    _same(log.of_kind("round"), [r for r in recs if r.kind == "round"])
+    _same(log.of_kind("stats"), [r for r in recs if r.kind == "stats"])
+    assert log.of_kind("never") == []
+    items = [("a", {"step": None, "rate": 0.5}), ("b", {"step": 2, "rate": 1.0}), ("c", {}), ("d", None),
+             ("e", {1: "not a str key"}), ("f", (0.1, 2))]
+    for now in (12.5, 12):                       # an int time is kept as it came
+        built = CompactLog.of_stats(now, iter(items))
+        appended = CompactLog(LogRecord(now, "stats", j, stats=st) for j, st in items)
+        _same(list(built), list(appended))
+        _same(list(built.joined(log, drop="round")), list(appended.joined(log, drop="round")))

@@ -19,6 +19,7 @@ over the GPU-seconds held).
 """
 from __future__ import annotations
 
+import gc
 import json
 import math
 from array import array
@@ -151,17 +152,18 @@ def jobs_from_log(log) -> dict[str, _Job]:
     (Hot: one pass over every record of a run; the common kinds are tested first.)"""
     jobs: dict[str, _Job] = {}
     get = jobs.get
-    for r in log:
-        kind = r[1]
+    # a CompactLog's rows: the fields read here, without a LogRecord per record
+    rows = log.rows(drop="round") if hasattr(log, "rows") else (
+        (r[0], r[1], r[2], r.detail, r.placements, r.spec, r.stats) for r in log)
+    for t, kind, job_id, detail, placements, spec, stats in rows:
         if kind == "arrival":
-            spec = r.spec
-            jobs[r[2]] = _Job(spec, len(spec.tasks))
+            jobs[job_id] = _Job(spec, len(spec.tasks))
             continue
-        j = get(r[2])
+        j = get(job_id)
         if j is None:
             continue                                 # node events
         if kind in _STARTS:
-            tasks = {tp.task for tp in r.placements}
+            tasks = {tp.task for tp in placements}
             if kind == "launch" or kind == "resume":
                 j.placed = j.placed | tasks
             elif kind == "migrate":
@@ -172,16 +174,16 @@ def jobs_from_log(log) -> dict[str, _Job]:
             # whole: every task placed or done (a finished task is never placed)
             if len(j.placed) + len(j.done) >= j.ntasks or j.spec.kind == "tasks":
                 if j.first_start_s is None:
-                    j.first_start_s = r[0]
+                    j.first_start_s = t
                 j.state = "running"
             else:
                 j.state = "partial"
         elif kind == "finish":
             j.placed = _NONE
             j.state = "done"
-            j.finish_s = r[0]
+            j.finish_s = t
         elif kind == "stats":
-            j.stats = r.stats or {}
+            j.stats = stats or {}
         elif kind == "suspend":
             j.placed = _NONE
             j.state = "suspended"
@@ -200,9 +202,9 @@ def jobs_from_log(log) -> dict[str, _Job]:
             if j.state == "held":
                 j.state = "suspended" if j.first_start_s is not None else "pending"
         elif kind == "task_finish":
-            t = int(r[3])
-            j.placed = j.placed - {t}
-            j.done = j.done | {t}
+            k = int(detail)
+            j.placed = j.placed - {k}
+            j.done = j.done | {k}
         elif kind == "rejected":
             j.state = "rejected"
     return jobs
@@ -220,11 +222,24 @@ def _round(rec) -> tuple[float, int]:
 def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload_name: str) -> SimResult:
     """The run's metrics, from the scheduler's event log (with its round records) with each
     job's final counters appended (`stats` records), and the utilisation samples."""
-    from dlsched.scheduler.eventlog import CompactLog, LogRecord
+    # A result allocates a few containers per job while the whole run stays alive: at the
+    # default gen-0 threshold the collector re-scans that live set hundreds of times (about a
+    # third of the result's time on the whole Philly trace). Collect less often meanwhile.
+    saved = gc.get_threshold()
+    gc.set_threshold(max(saved[0], 50_000), *saved[1:])
+    try:
+        return _build_result(scheduler, backend, policy=policy, cluster_name=cluster_name,
+                             workload_name=workload_name)
+    finally:
+        gc.set_threshold(*saved)
+
+
+def _build_result(scheduler, backend, *, policy: str, cluster_name: str, workload_name: str) -> SimResult:
+    from dlsched.scheduler.eventlog import CompactLog
     now = backend.now()
     # The logs are kept in columns (CompactLog, the backend's EngineLog) and read as records:
     # a 1M-job run writes about 4M of them, and a list of tuples would cost 4x the memory.
-    stats = CompactLog(LogRecord(now, "stats", j, stats=backend.job_stats(j)) for j in scheduler.jobs)
+    stats = CompactLog.of_stats(now, ((j, backend.job_stats(j)) for j in scheduler.jobs))
     sched_log = scheduler.log if getattr(scheduler.log, "compact", False) else CompactLog(scheduler.log)
     log = sched_log.joined(stats)
     del stats
@@ -248,45 +263,52 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
     n = len(recs)
     # numbers in typed arrays rather than lists of boxed floats: a 1M-job run's table is built
     # with a tenth of the memory (the columns and dtypes are those of lists of the same values)
-    _F = ("first_start_s", "finish_s", "wait_s", "jct_s", "run_s", "deadline_s", "gpu_s", "nic_bytes",
-          "cross_rack_bytes", "first_progress_s", "ttfp_s", "switch_lost_s", "switch_lost_gpu_s")
-    _I = ("workers", "preemptions", "migrations", "suspends", "resumes")
-    cols: dict[str, Any] = {k: (array("d") if k in _F else array("q") if k in _I else []) for k in (
-        "job_id", "state", "submit_s", "first_start_s", "finish_s", "wait_s", "jct_s", "run_s", "gpus",
-        "workers", "model", "user", "priority", "preemptions", "migrations", "deadline_s", "deadline_met",
-        "gpu_s", "nic_bytes", "cross_rack_bytes", "first_progress_s", "ttfp_s", "suspends", "resumes",
-        "switch_lost_s", "switch_lost_gpu_s")}
-    for job_id, r in recs.items():
-        s = r.spec
-        st = r.stats
-        fs = _nan(r.first_start_s)
-        fin = _nan(r.finish_s)
-        cols["job_id"].append(s.job_id)
-        cols["state"].append(r.state)
-        cols["submit_s"].append(s.submit_time_s)
-        cols["first_start_s"].append(fs)
-        cols["finish_s"].append(fin)
-        cols["wait_s"].append(fs - s.submit_time_s)
-        cols["jct_s"].append(fin - s.submit_time_s)
-        cols["run_s"].append(fin - fs)
-        cols["gpus"].append(s.gpus)
-        cols["workers"].append(len(s.tasks))
-        cols["model"].append(s.model)
-        cols["user"].append(s.user)
-        cols["priority"].append(s.priority)
-        cols["preemptions"].append(r.preemptions)
-        cols["migrations"].append(r.migrations)
-        cols["deadline_s"].append(_nan(s.deadline_s))
-        cols["deadline_met"].append(None if s.deadline_s is None else bool(r.finish_s is not None and r.finish_s <= s.deadline_s))
-        cols["gpu_s"].append(float(st.get("gpu_s") or 0.0))
-        cols["nic_bytes"].append(float(st.get("nic_bytes") or 0.0))
-        cols["cross_rack_bytes"].append(float(st.get("cross_rack_bytes") or 0.0))
-        cols["first_progress_s"].append(_nan(st.get("first_progress_s")))
-        cols["ttfp_s"].append(_nan(st.get("first_progress_s")) - s.submit_time_s)
-        cols["suspends"].append(int(st.get("suspends", r.preemptions) or 0))
-        cols["resumes"].append(int(st.get("resumes") or 0))
-        cols["switch_lost_s"].append(float(st.get("switch_lost_s") or 0.0))
-        cols["switch_lost_gpu_s"].append(float(st.get("switch_lost_gpu_s") or 0.0))
+    # column by column (a comprehension per column is several times cheaper than a row loop
+    # appending to 26 columns); numbers in typed arrays rather than lists of boxed floats: a
+    # 1M-job run's table is built with a tenth of the memory (the columns and dtypes are those
+    # of lists of the same values)
+    R = list(recs.values())
+    specs = [r.spec for r in R]
+    sts = [r.stats for r in R]
+    nan = float("nan")
+    submit = [s.submit_time_s for s in specs]
+    fs = [nan if r.first_start_s is None else float(r.first_start_s) for r in R]
+    fin = [nan if r.finish_s is None else float(r.finish_s) for r in R]
+    fp = [_nan(st.get("first_progress_s")) for st in sts]
+
+    def stat(key: str) -> array:
+        return array("d", [float(st.get(key) or 0.0) for st in sts])
+
+    cols: dict[str, Any] = {
+        "job_id": [s.job_id for s in specs],
+        "state": [r.state for r in R],
+        "submit_s": submit,
+        "first_start_s": array("d", fs),
+        "finish_s": array("d", fin),
+        "wait_s": array("d", [a - b for a, b in zip(fs, submit)]),
+        "jct_s": array("d", [a - b for a, b in zip(fin, submit)]),
+        "run_s": array("d", [a - b for a, b in zip(fin, fs)]),
+        "gpus": [s.gpus for s in specs],
+        "workers": array("q", [len(s.tasks) for s in specs]),
+        "model": [s.model for s in specs],
+        "user": [s.user for s in specs],
+        "priority": [s.priority for s in specs],
+        "preemptions": array("q", [r.preemptions for r in R]),
+        "migrations": array("q", [r.migrations for r in R]),
+        "deadline_s": array("d", [_nan(s.deadline_s) for s in specs]),
+        "deadline_met": [None if s.deadline_s is None else bool(r.finish_s is not None and r.finish_s <= s.deadline_s)
+                         for s, r in zip(specs, R)],
+        "gpu_s": stat("gpu_s"),
+        "nic_bytes": stat("nic_bytes"),
+        "cross_rack_bytes": stat("cross_rack_bytes"),
+        "first_progress_s": array("d", fp),
+        "ttfp_s": array("d", [a - b for a, b in zip(fp, submit)]),
+        "suspends": array("q", [int(st.get("suspends", r.preemptions) or 0) for st, r in zip(sts, R)]),
+        "resumes": array("q", [int(st.get("resumes") or 0) for st in sts]),
+        "switch_lost_s": stat("switch_lost_s"),
+        "switch_lost_gpu_s": stat("switch_lost_gpu_s"),
+    }
+    del R, specs, sts, submit, fs, fin, fp
     del recs
     jobs = pd.DataFrame({k: (np.frombuffer(v, dtype=np.float64 if v.typecode == "d" else np.int64)
                              if isinstance(v, array) and n else (list(v) if isinstance(v, array) else v))
@@ -315,7 +337,8 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
         eff_s = effective_gpu_s
     partial_s = _integral(t, tl.partial_gpus.to_numpy(dtype=float), t0, max(t1, float(t[-1]) if len(t) else t1))
     with_deadline = jobs[jobs.deadline_s.notna()]
-    rounds_log = [(r[0], *_round(r)) for r in log if r[1] == "round"]
+    rounds_log = [(r[0], *_round(r)) for r in
+                  (log.of_kind("round") if hasattr(log, "of_kind") else (r for r in log if r[1] == "round"))]
     rounds = np.asarray([w for _, w, _ in rounds_log], dtype=float)
 
     def pct(q):

@@ -25,6 +25,7 @@ store, so the log outlives a server restart).
 """
 from __future__ import annotations
 
+import operator
 from array import array
 from typing import Any, NamedTuple
 
@@ -231,13 +232,17 @@ class CompactLog(ColumnSeq):
                 out._j.extend(log._j)
                 out._x.extend(log._x)
             else:
-                keep = [i for i, c in enumerate(log._k) if c != skip]
-                t, k, sh, j, x = log._t, log._k, log._s, log._j, log._x
-                out._t.extend(array("d", (t[i] for i in keep)))
-                out._k.extend(bytes(remap[k[i]] for i in keep))
-                out._s.extend(bytes(sh[i] for i in keep))
-                out._j.extend(j[i] for i in keep)
-                out._x.extend(x[i] for i in keep)
+                import numpy as np
+                mask = np.frombuffer(log._k, dtype=np.uint8) != skip if log._k else np.zeros(0, bool)
+                idx = np.flatnonzero(mask)
+                keep = idx.tolist()
+                out._t.extend(array("d", np.frombuffer(log._t, dtype=np.float64)[idx].tobytes()) if len(idx) else ())
+                out._k.extend(np.frombuffer(log._k, dtype=np.uint8)[idx].tobytes().translate(remap))
+                out._s.extend(np.frombuffer(log._s, dtype=np.uint8)[idx].tobytes())
+                if keep:
+                    pick = operator.itemgetter(*keep)
+                    out._j.extend(pick(log._j) if len(keep) > 1 else (pick(log._j),))
+                    out._x.extend(pick(log._x) if len(keep) > 1 else (pick(log._x),))
             if log._odd_t:
                 pos = {i: n for n, i in enumerate(keep)}
                 for i, t0 in log._odd_t.items():
@@ -251,6 +256,69 @@ class CompactLog(ColumnSeq):
         """Each record's kind, in order (without building the records)."""
         ks = self._kinds
         return [ks[c] for c in self._k]
+
+    def of_kind(self, kind: str) -> list[LogRecord]:
+        """The records of one kind, in order (only those are built)."""
+        c = self._code.get(kind)
+        if c is None:
+            return []
+        import numpy as np
+        idx = np.flatnonzero(np.frombuffer(self._k, dtype=np.uint8) == c).tolist() if self._k else []
+        t = self._t
+        return [self._record(i, t[i]) for i in idx]
+
+    def rows(self, drop: str | None = None):
+        """(time, kind, job_id, detail, placements, spec, stats) per record, in order, less
+        those of kind `drop`, without building LogRecords (the metrics' replay reads these
+        fields of every record of a run)."""
+        kinds, odd, t = self._kinds, self._odd_t, self._t
+        skip = self._code.get(drop, -1) if drop is not None else -1
+        for i, (c, sh, j, x) in enumerate(zip(self._k, self._s, self._j, self._x)):
+            if c == skip:
+                continue
+            ti = odd[i] if odd and i in odd else t[i]
+            if sh == _PLAIN:
+                yield ti, kinds[c], j, "", (), None, None
+            elif sh == _DETAIL:
+                yield ti, kinds[c], j, x, (), None, None
+            elif sh == _SPEC:
+                yield ti, kinds[c], j, "", (), x, None
+            elif sh == _JOBSTATS:
+                yield ti, kinds[c], j, "", (), None, dict(zip(*x))
+            elif sh == _STATS:
+                yield ti, kinds[c], j, "", (), None, x
+            else:
+                yield ti, kinds[c], j, x[0], x[1], x[4], x[5]
+
+    @classmethod
+    def of_stats(cls, now: float, items) -> "CompactLog":
+        """A log of `stats` records at `now`, one per (job_id, stats dict) in `items`: the same
+        log as appending LogRecord(now, "stats", job_id, stats=stats) for each, built faster (a
+        1M-job run appends one per job)."""
+        out = cls()
+        code = out._new_kind("stats")
+        keysets = out._keysets
+        js, xs, ss = out._j, out._x, []
+        for job_id, st in items:
+            keys = tuple(st) if type(st) is dict else None
+            if keys is not None and (keys in keysets or all(type(k) is str for k in keys)):
+                ss.append(_JOBSTATS)
+                xs.append((keysets.setdefault(keys, keys), tuple(st.values())))
+            elif st is None:
+                ss.append(_PLAIN)
+                xs.append(None)
+            else:
+                ss.append(_STATS)
+                xs.append(st)
+            js.append(job_id)
+        n = len(js)
+        if type(now) is not float:
+            out._odd_t = dict.fromkeys(range(n), now)
+            now = float("nan")
+        out._t.extend([now] * n)
+        out._k.extend(bytes([code]) * n)
+        out._s.extend(bytes(ss))
+        return out
 
 
 
