@@ -65,4 +65,4 @@ def simulate(cluster: str | Path | Cluster, workload: str | Path | list[JobSpec]
                          record_rates=record_rates, start_delay_s=start_delay_s)
     sched = Scheduler(profile, seed=seed)
     sched.run(backend, progress=progress)
-    return build_result(sched, backend, policy=policy, cluster_name=cl.name, workload_name=wname)
+    return build_result(sched, backend, policy=policy, cluster_name=cl.name, workload_name=wname, release=True)

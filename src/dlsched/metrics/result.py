@@ -219,9 +219,13 @@ def _round(rec) -> tuple[float, int]:
     return float(wall), int(queued)
 
 
-def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload_name: str) -> SimResult:
+def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload_name: str,
+                 release: bool = False) -> SimResult:
     """The run's metrics, from the scheduler's event log (with its round records) with each
-    job's final counters appended (`stats` records), and the utilisation samples."""
+    job's final counters appended (`stats` records), and the utilisation samples. `release`:
+    the scheduler and backend are not used after this (dlsched.simulate's case): their per-job
+    state and the scheduler's log are let go as soon as the result has what it needs from
+    them, so that a 1M-job run does not hold both at its peak."""
     # A result allocates a few containers per job while the whole run stays alive: at the
     # default gen-0 threshold the collector re-scans that live set hundreds of times (about a
     # third of the result's time on the whole Philly trace). Collect less often meanwhile.
@@ -229,36 +233,56 @@ def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload
     gc.set_threshold(max(saved[0], 50_000), *saved[1:])
     try:
         return _build_result(scheduler, backend, policy=policy, cluster_name=cluster_name,
-                             workload_name=workload_name)
+                             workload_name=workload_name, release=release)
     finally:
         gc.set_threshold(*saved)
 
 
-def _build_result(scheduler, backend, *, policy: str, cluster_name: str, workload_name: str) -> SimResult:
+def _build_result(scheduler, backend, *, policy: str, cluster_name: str, workload_name: str,
+                  release: bool) -> SimResult:
     from dlsched.scheduler.eventlog import CompactLog
     now = backend.now()
     # The logs are kept in columns (CompactLog, the backend's EngineLog) and read as records:
     # a 1M-job run writes about 4M of them, and a list of tuples would cost 4x the memory.
     stats = CompactLog.of_stats(now, ((j, backend.job_stats(j)) for j in scheduler.jobs))
-    sched_log = scheduler.log if getattr(scheduler.log, "compact", False) else CompactLog(scheduler.log)
-    log = sched_log.joined(stats)
-    del stats
     eff = backend.effective_gpu_s() if hasattr(backend, "effective_gpu_s") else None
-    res = result_from_log(log, scheduler.timeline, total_gpus=backend.cluster.total_gpus,
+    sched_log = scheduler.log if getattr(scheduler.log, "compact", False) else CompactLog(scheduler.log)
+    timeline = scheduler.timeline
+    if release:
+        # what the result needs is in stats, eff, the logs and the timeline now
+        runs = getattr(backend, "runs", None)
+        if isinstance(runs, dict):
+            runs.clear()
+        scheduler.jobs.clear()
+        scheduler.log = CompactLog()
+    # the joined log is result_from_log's alone (no reference here): it lets it go once its
+    # decisions and rounds are taken
+    res = result_from_log(sched_log.joined(stats), timeline, total_gpus=backend.cluster.total_gpus,
                           effective_gpu_s=eff, engine_log=backend.log, policy=policy,
-                          cluster_name=cluster_name, workload_name=workload_name)
+                          cluster_name=cluster_name, workload_name=workload_name, _own_log=release)
     res.nodes = cluster_nodes(backend.cluster)
     return res
 
 
 def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | None = None,
-                    engine_log=(), policy: str = "", cluster_name: str = "", workload_name: str = "") -> SimResult:
+                    engine_log=(), policy: str = "", cluster_name: str = "", workload_name: str = "",
+                    _own_log: bool = False) -> SimResult:
     """Every metric of a run from its typed event log (dlsched.scheduler.eventlog), its
     utilisation samples (time, allocated, effective, partial GPUs, running, queued jobs); round
     times come from its `round` records. `effective_gpu_s`: the exact integral when the
     backend has it (the simulator), else the samples' integral."""
     import pandas as pd
 
+    rounds_log = [(r[0], *_round(r)) for r in
+                  (log.of_kind("round") if hasattr(log, "of_kind") else (r for r in log if r[1] == "round"))]
+    # decisions: the log without its round records (their wall seconds are the one thing in
+    # the log that is not a function of the seed; the rounds table keeps them)
+    # a compact log stays compact (a sequence of records; it compares equal to a list of them)
+    decisions = (log.joined(drop="round") if getattr(log, "compact", False)
+                 else [r for r in log if r[1] != "round"])
+    if _own_log:
+        del log          # the caller kept no reference: the decisions hold every record replayed
+        log = decisions
     recs = jobs_from_log(log)
     n = len(recs)
     # numbers in typed arrays rather than lists of boxed floats: a 1M-job run's table is built
@@ -337,8 +361,6 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
         eff_s = effective_gpu_s
     partial_s = _integral(t, tl.partial_gpus.to_numpy(dtype=float), t0, max(t1, float(t[-1]) if len(t) else t1))
     with_deadline = jobs[jobs.deadline_s.notna()]
-    rounds_log = [(r[0], *_round(r)) for r in
-                  (log.of_kind("round") if hasattr(log, "of_kind") else (r for r in log if r[1] == "round"))]
     rounds = np.asarray([w for _, w, _ in rounds_log], dtype=float)
 
     def pct(q):
@@ -385,11 +407,6 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
     }
     summary = {k: _clean(v) for k, v in summary.items()}
     rounds_df = pd.DataFrame(rounds_log, columns=["time_s", "wall_s", "queued_jobs"])
-    # decisions: the log without its round records (their wall seconds are the one thing in
-    # the log that is not a function of the seed; the rounds table keeps them)
-    # a compact log stays compact (a sequence of records; it compares equal to a list of them)
     events = engine_log if getattr(engine_log, "compact", False) else list(engine_log)
-    decisions = (log.joined(drop="round") if getattr(log, "compact", False)
-                 else [r for r in log if r[1] != "round"])
     return SimResult(policy, cluster_name, workload_name, total, jobs, summary, tl, rounds_df,
                      events, decisions)

@@ -27,6 +27,10 @@ class NeverFits:
         if same is not None and same[0] is tasks:
             return same[1]
         reason = self._reason(job, backend)
+        if len(self._by_tasks) >= 4096:
+            # jobs with tuples of their own (a generator's) would grow it by one entry per job
+            # for good (173 bytes each); the answers stay in _cache, by demands
+            self._by_tasks.clear()
         self._by_tasks[(job.kind, id(tasks))] = (tasks, reason)
         return reason
 

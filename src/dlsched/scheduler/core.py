@@ -51,7 +51,7 @@ from dlsched.scheduler.admission import NeverFits
 from dlsched.scheduler.backend import capabilities_of, capability_gap
 from dlsched.scheduler.context import _SETTLED, JobRecord, JobState, RoundContext  # noqa: F401 (re-exported)
 from dlsched.scheduler.contain import contained_round
-from dlsched.scheduler.eventlog import CompactLog, LogRecord, Timeline
+from dlsched.scheduler.eventlog import CompactLog, LogRecord, Rounds, Timeline
 from dlsched.scheduler.fastplace import FastPlacer
 from dlsched.scheduler.profile import Profile, build_profile, overrides as _overrides  # noqa: F401 (re-exported)
 from dlsched.scheduler.transaction import Transaction
@@ -77,7 +77,7 @@ class Scheduler:
         self._jobs_view = MappingProxyType(self.jobs)   # what policies see (read-only)
         self.queue: list[JobRecord] = []          # waiting: PENDING, PARTIAL, SUSPENDED
         self.running: dict[str, JobRecord] = {}   # RUNNING (and PARTIAL tasks jobs that run)
-        self.rounds: list[tuple[float, float, int]] = []   # (time_s, wall_s, queued jobs) per round
+        self.rounds = Rounds()                    # (time_s, wall_s, queued jobs) per round, in columns
         self._last_round: tuple[float, float, int] | None = None   # the round not yet committed
         self.log = CompactLog()                   # the typed event log (dlsched.scheduler.eventlog), in columns
         self.sink: Callable[[LogRecord], None] | None = None   # sees every record as it is written
@@ -157,6 +157,8 @@ class Scheduler:
             rec = self.jobs[e.job_id]
             self._settle_service(rec, e.time)
             rec.placed.pop(e.task, None)
+            if not rec.done_tasks:
+                rec.done_tasks = set()         # the shared empty frozenset until now
             rec.done_tasks.add(e.task)
             self._log(e.time, "task_finish", rec.job_id, str(e.task))
             self._dirty = True

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import operator
 from array import array
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 KINDS = {
@@ -111,6 +112,37 @@ class ColumnSeq:
             raise ValueError(f"{type(self).__name__} holds at most 256 kinds")
         self._kinds.append(kind)
         return code
+
+
+class StatsView(Mapping):
+    """A stats record's dict as CompactLog keeps it: its keys (one tuple shared by every record
+    with the same keys) and values. A read-only mapping equal to the dict; a 1M-job result
+    reads one per job, and a dict of 13 keys each would cost 650 bytes."""
+    __slots__ = ("_k", "_v")
+
+    def __init__(self, keys: tuple, values: tuple):
+        self._k, self._v = keys, values
+
+    def __getitem__(self, key):
+        try:
+            return self._v[self._k.index(key)]
+        except ValueError:
+            raise KeyError(key) from None
+
+    def get(self, key, default=None):
+        try:
+            return self._v[self._k.index(key)]
+        except ValueError:
+            return default
+
+    def __iter__(self):
+        return iter(self._k)
+
+    def __len__(self) -> int:
+        return len(self._k)
+
+    def __repr__(self) -> str:
+        return repr(dict(zip(self._k, self._v)))
 
 
 class CompactLog(ColumnSeq):
@@ -270,7 +302,8 @@ class CompactLog(ColumnSeq):
     def rows(self, drop: str | None = None):
         """(time, kind, job_id, detail, placements, spec, stats) per record, in order, less
         those of kind `drop`, without building LogRecords (the metrics' replay reads these
-        fields of every record of a run)."""
+        fields of every record of a run). A stats record's dict comes as a StatsView of the
+        values kept (a read-only mapping equal to it, without a dict per job)."""
         kinds, odd, t = self._kinds, self._odd_t, self._t
         skip = self._code.get(drop, -1) if drop is not None else -1
         for i, (c, sh, j, x) in enumerate(zip(self._k, self._s, self._j, self._x)):
@@ -284,7 +317,7 @@ class CompactLog(ColumnSeq):
             elif sh == _SPEC:
                 yield ti, kinds[c], j, "", (), x, None
             elif sh == _JOBSTATS:
-                yield ti, kinds[c], j, "", (), None, dict(zip(*x))
+                yield ti, kinds[c], j, "", (), None, StatsView(*x)
             elif sh == _STATS:
                 yield ti, kinds[c], j, "", (), None, x
             else:
@@ -372,3 +405,41 @@ class Timeline(ColumnSeq):
     @staticmethod
     def _same(row, other_row) -> bool:
         return row == tuple(other_row)      # a sample given as a list equals its tuple
+
+
+class Rounds(ColumnSeq):
+    """The scheduler's rounds, (time_s, wall_s, queued jobs) each, kept in columns (a run of a
+    million jobs runs about a million rounds; a tuple of boxed numbers each cost 110 bytes, a
+    row here 24). A sequence of those tuples: `append`, `len`, iteration, `[i]` and slices (a
+    list), which the runtime's metrics read from where they last stopped."""
+    __slots__ = ("_f", "_q")
+    compact = True
+
+    def __init__(self, rows=()):
+        self._f = array("d")     # time, wall: 2 per round
+        self._q = array("q")
+        for r in rows:
+            self.append(r)
+
+    def append(self, r) -> None:
+        t, wall, queued = r
+        self._f.extend((t, wall))
+        self._q.append(queued)
+
+    def __len__(self) -> int:
+        return len(self._q)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        i = self._index(i)
+        return (self._f[2 * i], self._f[2 * i + 1], self._q[i])
+
+    def __iter__(self):
+        f, q = self._f, self._q
+        for i in range(len(q)):
+            yield (f[2 * i], f[2 * i + 1], q[i])
+
+    @staticmethod
+    def _same(row, other_row) -> bool:
+        return row == tuple(other_row)

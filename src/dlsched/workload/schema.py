@@ -101,6 +101,21 @@ def _convert(kind: str, v: Any, file, line, col) -> Any:
     return parse_number(v, file=file, line=line, field=col, integer=kind == "int")
 
 
+_TASK_LISTS: dict[tuple, tuple] = {}
+
+
+def _shared_tasks(tasks: tuple) -> tuple:
+    """One tuple for every job with equal task lists (TaskSpecs are immutable): a generated
+    workload of 1M jobs repeats a few dozen shapes, and a tuple of TaskSpecs each costs about
+    400 bytes a job. (The Philly reader shares its lists the same way.)"""
+    got = _TASK_LISTS.get(tasks)
+    if got is None:
+        if len(_TASK_LISTS) >= 65536:
+            _TASK_LISTS.clear()
+        got = _TASK_LISTS[tasks] = tasks
+    return got
+
+
 def job_from_row(row: dict[str, Any], *, file: str | None = None, line: int | None = None) -> JobSpec:
     """Validate one schema row and build its JobSpec. Errors name file, line and field."""
     unknown = [k for k in row if k not in COLUMNS]
@@ -152,7 +167,7 @@ def job_from_row(row: dict[str, Any], *, file: str | None = None, line: int | No
         tasks.append(TaskSpec(v["workers"] + j, Role.PS, ps_demand, None))
     model = v["model"].lower() if v["model"] else None
     return JobSpec(
-        job_id=v["job_id"], submit_time_s=v["submit_time_s"], kind=v["kind"], tasks=tuple(tasks),
+        job_id=v["job_id"], submit_time_s=v["submit_time_s"], kind=v["kind"], tasks=_shared_tasks(tuple(tasks)),
         user=v["user"], priority=v["priority"], deadline_s=v["deadline_s"], model=model,
         comm=v["comm"] if is_dl else "none", batch_size=v["batch_size"], iterations=v["iterations"],
         duration_s=v["duration_s"], gpu_type=v["gpu_type"], data_gb=v["data_gb"], launch_s=v["launch_s"],
