@@ -161,3 +161,49 @@ def test_rounds_columns_read_back_and_slice():
     assert list(pickle.loads(pickle.dumps(r))) == rows
     with pytest.raises(IndexError):
         r[3]
+
+
+def test_build_result_releasing_the_run_gives_the_same_result():
+    """simulate() lets the run's per-job state go while the result is built (release=True): the
+    same tables, summary and decisions as a result built with everything kept."""
+    from dlsched.cluster.topology import load_cluster
+    from dlsched.metrics.result import build_result
+    from dlsched.scheduler.core import Scheduler, build_profile
+    from dlsched.sim.backend import SimBackend
+
+    jobs = load_workload("sample")
+    out = []
+    for release in (False, True):
+        b = SimBackend(load_cluster("seed002"), jobs)
+        s = Scheduler(build_profile("tiresias", {}))
+        s.run(b)
+        out.append(build_result(s, b, policy="tiresias", cluster_name="c", workload_name="w", release=release))
+        assert (len(s.jobs) == 0) == release and (len(s.log) == 0) == release
+    a, r = out
+    assert a.jobs.equals(r.jobs) and a.timeline.equals(r.timeline)
+    assert {k: v for k, v in a.summary.items() if not k.startswith("sched_")} == \
+        {k: v for k, v in r.summary.items() if not k.startswith("sched_")}
+    assert list(a.decisions) == list(r.decisions) and list(a.events) == list(r.events)
+    assert list(a.rounds.queued_jobs) == list(r.rounds.queued_jobs)
+
+
+def test_bag_of_tasks_records_do_not_share_their_finished_tasks():
+    """A record's finished tasks start as one shared empty frozenset; the first task that ends
+    gives the record a set of its own (no other record sees it)."""
+    from dlsched.cluster.topology import load_cluster
+    from dlsched.scheduler.core import Scheduler, build_profile
+    from dlsched.sim.backend import SimBackend
+    from dlsched.workload.schema import job_from_row
+
+    rows = [{"job_id": f"t{i}", "submit_time_s": float(i), "kind": "tasks", "workers": 3, "gpus_per_worker": 1.0,
+             "duration_s": 10.0 + i} for i in range(3)]
+    jobs = [job_from_row(r) for r in rows]
+    # equal task lists are one tuple (job_from_row shares them), different ones are not
+    same = [job_from_row({**rows[0], "job_id": f"s{i}"}) for i in range(2)]
+    assert same[0].tasks is same[1].tasks and jobs[0].tasks is not jobs[1].tasks
+    b = SimBackend(load_cluster("seed002"), jobs)
+    s = Scheduler(build_profile("fifo", {}))
+    s.run(b)
+    recs = list(s.jobs.values())
+    assert all(r.done_tasks == {0, 1, 2} for r in recs)
+    assert len({id(r.done_tasks) for r in recs}) == len(recs)
