@@ -246,6 +246,8 @@ class Plan:
         return len(self.decisions)
 
     def ordered(self) -> list:
+        if len(self.decisions) < 2:
+            return list(self.decisions)         # (most plans: one launch)
         first = [d for d in self.decisions if isinstance(d, Suspend)]
         rest = [d for d in self.decisions if not isinstance(d, Suspend)]
         return first + rest

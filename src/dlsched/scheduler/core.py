@@ -535,6 +535,9 @@ class Scheduler:
         poll, handle, usage, timeline = backend.poll, self.handle, backend.usage, self.timeline
         contain = getattr(backend, "contain_policy_errors", False)
         event_rounds, round_s = self.profile.event_rounds, self.profile.round_s
+        # the timeline's last sample, as appended (the loop compares each new sample with it;
+        # reading it back from the columns each time cost a tuple per event)
+        last = timeline[-1] if len(timeline) else None
         while True:
             batch = poll()
             if batch is None:
@@ -570,16 +573,17 @@ class Scheduler:
                 backend.wake_at(self._next_tick)
             alloc, eff, partial = usage()
             n_run, n_queue = len(self.running), len(self.queue)
-            if timeline:
-                last = timeline[-1]
+            if last is not None:
                 if last[1:] != (alloc, eff, partial, n_run, n_queue):
                     sample = (now, alloc, eff, partial, n_run, n_queue)
                     if last[0] == now:
                         timeline[-1] = sample
                     else:
                         timeline.append(sample)
+                    last = sample
             else:
-                timeline.append((now, alloc, eff, partial, n_run, n_queue))
+                last = (now, alloc, eff, partial, n_run, n_queue)
+                timeline.append(last)
             n_batches += 1
             if progress is not None and n_batches % 512 == 0:
                 progress(now, self.n_done)
