@@ -162,15 +162,36 @@ def test_compiled_components_apart_are_not_re_shared():
     assert net.flows == {"b": (1, 2), "c": (0,)}
 
 
+def _chosen(capacity):
+    """The keeper net_shares hands on to, made by its first update (it is lazy until then)."""
+    from dlsched.sim.network import LazyShares, net_shares
+    net = net_shares(capacity)
+    assert isinstance(net, LazyShares) and net.flows == {} and net.share("a") is None
+    assert net._real is None                          # nothing chosen (nor numba imported) yet
+    assert net.update({"a": (0,)}) == {"a": float(capacity[0])}
+    assert net.flows == {"a": (0,)} and net.share("a") == float(capacity[0])
+    return net._real
+
+
 def test_net_shares_picks_the_compiled_one_on_large_clusters(monkeypatch):
     from dlsched.sim import netfast
-    from dlsched.sim.network import net_shares
-    assert isinstance(net_shares(np.ones(8)), NetShares)            # small: nothing compiled
+    assert isinstance(_chosen(np.ones(8)), NetShares)            # small: nothing compiled
     monkeypatch.setenv("DLSCHED_JIT", "0")
-    assert isinstance(net_shares(np.ones(netfast.MIN_LINKS)), NetShares)
+    assert isinstance(_chosen(np.ones(netfast.MIN_LINKS)), NetShares)
     monkeypatch.delenv("DLSCHED_JIT")
     if netfast.available():
-        assert isinstance(net_shares(np.ones(netfast.MIN_LINKS)), netfast.FastNetShares)
+        assert isinstance(_chosen(np.ones(netfast.MIN_LINKS)), netfast.FastNetShares)
+
+
+def test_a_run_without_flows_never_imports_numba():
+    """Philly's jobs have no model, so no flow: the run does not pay numba's import (0.3 s)."""
+    import subprocess
+    import sys
+    code = ("import sys, dlsched; from dlsched.workload.io import load_workload; "
+            "dlsched.simulate('philly', load_workload('philly')[:500], 'fifo', record_rates=False); "
+            "print('numba' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr[-2000:]
 
 
 def test_simulation_same_event_log_with_and_without_the_compiled_solver(monkeypatch):

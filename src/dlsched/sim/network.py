@@ -35,7 +35,45 @@ TOL = 1e-9        # a link this close to full is full; a rate this close to the 
 def net_shares(capacity, *, jit: bool | None = None):
     """The shares' keeper for a cluster with links of `capacity`: the compiled one
     (dlsched.sim.netfast, the same numbers) where numba imports, DLSCHED_JIT is not "0" and the
-    cluster has enough links for it to pay; NetShares otherwise. `jit`: force one (tests)."""
+    cluster has enough links for it to pay; NetShares otherwise. `jit`: force one (tests).
+    Chosen at the first update that brings a flow (LazyShares): a run whose jobs never use a
+    shared link (a trace without models, such as Philly's) never imports numba (0.3 s)."""
+    if jit is None:
+        return LazyShares(capacity)
+    return _choose(capacity, jit)
+
+
+class LazyShares:
+    """A shares' keeper that is none until the first update: no flows, no shares. The first
+    `update` (or any other attribute) makes the real one (net_shares' choice) and hands on."""
+    __slots__ = ("_capacity", "_real")
+    _NO_FLOWS: dict = {}
+
+    def __init__(self, capacity) -> None:
+        self._capacity = capacity
+        self._real = None
+
+    @property
+    def flows(self) -> dict:
+        return self._NO_FLOWS if self._real is None else self._real.flows
+
+    def share(self, flow: str) -> float | None:
+        return None if self._real is None else self._real.share(flow)
+
+    def update(self, changes) -> dict:
+        if self._real is None:
+            self._real = _choose(self._capacity, None)
+        return self._real.update(changes)
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in LazyShares.__slots__:
+            raise AttributeError(name)
+        if self._real is None:
+            self._real = _choose(self._capacity, None)
+        return getattr(self._real, name)
+
+
+def _choose(capacity, jit: bool | None):
     if jit is None:
         from dlsched.sim import netfast
         jit = (len(capacity) >= netfast.MIN_LINKS and os.environ.get("DLSCHED_JIT", "1") != "0"
