@@ -65,7 +65,8 @@ class JobRecord:
         return [t for t in self.tasks if t.index not in self.placed and t.index not in self.done_tasks]
 
     def held_gpus(self) -> float:
-        return float(sum(self.tasks[i].demand[GPU] for i in self.placed))
+        tasks = self.tasks        # (a list, not a generator: the same sum in the same order)
+        return float(sum([tasks[i].demand[GPU] for i in self.placed]))
 
     def attained(self, now: float) -> float:
         extra = 0.0

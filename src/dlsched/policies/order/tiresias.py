@@ -158,12 +158,16 @@ class TiresiasOrder(Order):
         if self.starve_factor > 0:
             return -math.inf
         t = math.inf
+        state = self._state
         for job in running:
             held = job.held_gpus()
             if held <= 0:
                 continue
-            st = self._state.get(job.job_id)
-            service = job.attained(now) - (st.base if st is not None else 0.0)
+            st = state.get(job.spec.job_id)
+            # job.attained(now), with the GPUs held read once (the same operations)
+            since = job._service_since
+            attained = job.attained_gpu_s + ((now - since) * held if since is not None else 0.0)
+            service = attained - (st.base if st is not None else 0.0)
             q = self.queue_of(service)
             if q < len(self.thresholds):
                 t = min(t, now + (self.thresholds[q] - service) / held)
