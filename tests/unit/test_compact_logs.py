@@ -207,3 +207,26 @@ def test_bag_of_tasks_records_do_not_share_their_finished_tasks():
     recs = list(s.jobs.values())
     assert all(r.done_tasks == {0, 1, 2} for r in recs)
     assert len({id(r.done_tasks) for r in recs}) == len(recs)
+
+
+def test_stats_block_reads_back_values_of_the_same_type():
+    """of_stats keeps the dicts with the first one's keys in typed columns: every value reads
+    back equal and of the same type, whatever mix a column turns out to hold."""
+    big = 2 ** 70
+    dicts = [{"f": 1.5, "i": 3, "n": None, "m": 0.0, "b": True},
+             {"f": float("nan"), "i": -7, "n": 2.5, "m": 4, "b": False},
+             {"f": -0.0, "i": big, "n": None, "m": float("inf"), "b": True},
+             {"f": 1e300, "i": 0, "n": "x", "m": 1.0, "b": False}]
+    items = [(f"j{k}", d) for k, d in enumerate(dicts)] + [("other", {"f": 1.0})]
+    log = CompactLog.of_stats(3.0, iter(items))
+    appended = CompactLog(LogRecord(3.0, "stats", j, stats=st) for j, st in items)
+    _same(list(log), list(appended))
+    for row, (_, d) in zip(log.rows(), items):
+        st = row[6]
+        assert list(st) == list(d) and len(st) == len(d)
+        for k, v in d.items():
+            assert type(st[k]) is type(v) and repr(st[k]) == repr(v) and repr(st.get(k)) == repr(v)
+        assert st.get("absent") is None
+        with pytest.raises(KeyError):
+            st["absent"]
+    _same(list(pickle.loads(pickle.dumps(log))), list(appended))

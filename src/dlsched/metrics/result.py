@@ -248,41 +248,51 @@ def _build_result(scheduler, backend, *, policy: str, cluster_name: str, workloa
     eff = backend.effective_gpu_s() if hasattr(backend, "effective_gpu_s") else None
     sched_log = scheduler.log if getattr(scheduler.log, "compact", False) else CompactLog(scheduler.log)
     timeline = scheduler.timeline
+    # The rounds table and the decisions (the log less its round records, with the stats
+    # records) straight from the scheduler's log: one copy of its columns, not two.
+    rounds = sched_log.round_columns()
+    if rounds is None:
+        rounds = tuple(np.array(c) for c in zip(*[(r[0], *_round(r)) for r in sched_log.of_kind("round")])) \
+            or (np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64))
+    decisions = sched_log.joined(stats, drop="round")
+    del stats, sched_log
     if release:
-        # what the result needs is in stats, eff, the logs and the timeline now
+        # what the result needs is in the decisions, the rounds, eff and the timeline now
         runs = getattr(backend, "runs", None)
         if isinstance(runs, dict):
             runs.clear()
         scheduler.jobs.clear()
         scheduler.log = CompactLog()
-    # the joined log is result_from_log's alone (no reference here): it lets it go once its
-    # decisions and rounds are taken
-    res = result_from_log(sched_log.joined(stats), timeline, total_gpus=backend.cluster.total_gpus,
+    res = result_from_log(decisions, timeline, total_gpus=backend.cluster.total_gpus,
                           effective_gpu_s=eff, engine_log=backend.log, policy=policy,
-                          cluster_name=cluster_name, workload_name=workload_name, _own_log=release)
+                          cluster_name=cluster_name, workload_name=workload_name, rounds=rounds)
     res.nodes = cluster_nodes(backend.cluster)
     return res
 
 
 def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | None = None,
                     engine_log=(), policy: str = "", cluster_name: str = "", workload_name: str = "",
-                    _own_log: bool = False) -> SimResult:
+                    rounds: tuple | None = None) -> SimResult:
     """Every metric of a run from its typed event log (dlsched.scheduler.eventlog), its
     utilisation samples (time, allocated, effective, partial GPUs, running, queued jobs); round
     times come from its `round` records. `effective_gpu_s`: the exact integral when the
-    backend has it (the simulator), else the samples' integral."""
+    backend has it (the simulator), else the samples' integral. `rounds`: the round records
+    already read as (times, wall seconds, queued jobs) arrays, the log then holding none."""
     import pandas as pd
 
-    rounds_log = [(r[0], *_round(r)) for r in
-                  (log.of_kind("round") if hasattr(log, "of_kind") else (r for r in log if r[1] == "round"))]
-    # decisions: the log without its round records (their wall seconds are the one thing in
-    # the log that is not a function of the seed; the rounds table keeps them)
-    # a compact log stays compact (a sequence of records; it compares equal to a list of them)
-    decisions = (log.joined(drop="round") if getattr(log, "compact", False)
-                 else [r for r in log if r[1] != "round"])
-    if _own_log:
-        del log          # the caller kept no reference: the decisions hold every record replayed
-        log = decisions
+    if rounds is None:
+        rounds_log = [(r[0], *_round(r)) for r in
+                      (log.of_kind("round") if hasattr(log, "of_kind") else (r for r in log if r[1] == "round"))]
+        rounds_df = pd.DataFrame(rounds_log, columns=["time_s", "wall_s", "queued_jobs"])
+        del rounds_log
+        # decisions: the log without its round records (their wall seconds are the one thing in
+        # the log that is not a function of the seed; the rounds table keeps them)
+        # a compact log stays compact (a sequence of records; it compares equal to a list of them)
+        decisions = (log.joined(drop="round") if getattr(log, "compact", False)
+                     else [r for r in log if r[1] != "round"])
+    else:
+        rounds_df = pd.DataFrame({"time_s": rounds[0], "wall_s": rounds[1], "queued_jobs": rounds[2]})
+        decisions = log
     recs = jobs_from_log(log)
     n = len(recs)
     # numbers in typed arrays rather than lists of boxed floats: a 1M-job run's table is built
@@ -361,7 +371,7 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
         eff_s = effective_gpu_s
     partial_s = _integral(t, tl.partial_gpus.to_numpy(dtype=float), t0, max(t1, float(t[-1]) if len(t) else t1))
     with_deadline = jobs[jobs.deadline_s.notna()]
-    rounds = np.asarray([w for _, w, _ in rounds_log], dtype=float)
+    rounds = rounds_df.wall_s.to_numpy(dtype=float)
 
     def pct(q):
         return float(np.percentile(jct, q)) if len(jct) else None
@@ -406,7 +416,6 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
         "total_gpus": total,
     }
     summary = {k: _clean(v) for k, v in summary.items()}
-    rounds_df = pd.DataFrame(rounds_log, columns=["time_s", "wall_s", "queued_jobs"])
     events = engine_log if getattr(engine_log, "compact", False) else list(engine_log)
     return SimResult(policy, cluster_name, workload_name, total, jobs, summary, tl, rounds_df,
                      events, decisions)

@@ -51,7 +51,7 @@ from dlsched.scheduler.admission import NeverFits
 from dlsched.scheduler.backend import capabilities_of, capability_gap
 from dlsched.scheduler.context import _SETTLED, JobRecord, JobState, RoundContext  # noqa: F401 (re-exported)
 from dlsched.scheduler.contain import contained_round
-from dlsched.scheduler.eventlog import CompactLog, LogRecord, Rounds, Timeline
+from dlsched.scheduler.eventlog import CompactLog, LogRecord, Rounds, Timeline, placed_detail
 from dlsched.scheduler.fastplace import FastPlacer
 from dlsched.scheduler.profile import Profile, build_profile, overrides as _overrides  # noqa: F401 (re-exported)
 from dlsched.scheduler.transaction import Transaction
@@ -171,6 +171,7 @@ class Scheduler:
             self.n_done += 1
             self.running.pop(rec.job_id, None)
             self._remove_from_queue(rec)
+            rec.key = ()                      # (a done job is never keyed again: 56 B of each)
             self._log(e.time, "finish", rec.job_id, "")
             self._dirty = True
         elif isinstance(e, ev.JobStopped):
@@ -443,6 +444,8 @@ class Scheduler:
 
     # -- applying a plan's effects to the records ----------------------------------------------
     def _after_apply(self, plan: Plan, now: float) -> None:
+        # a sink (the runtime's store) sees each record whole, as it is written
+        append_placed = getattr(self.log, "append_placed", None) if self.sink is None else None
         for d in plan.ordered():
             rec = self.jobs[d.job_id]
             kind = _KIND.get(type(d)) or type(d).__name__.lower()
@@ -465,8 +468,12 @@ class Scheduler:
             else:  # launch / resume
                 for tp in d.placements:
                     rec.placed[tp.task] = tp
-            self._log_rec((now, kind, rec.job_id, ";".join([f"{tp.task}@{tp.node}" for tp in d.placements]),
-                           d.placements, d.cost, isinstance(d, (Launch, Resume)) and d.packed, None, None))
+            packed = isinstance(d, (Launch, Resume)) and d.packed
+            if append_placed is not None:          # the detail is made when the record is read
+                append_placed(now, kind, rec.job_id, d.placements, d.cost, packed)
+            else:
+                self._log_rec((now, kind, rec.job_id, placed_detail(d.placements), d.placements, d.cost,
+                               packed, None, None))
             whole = not rec.unplaced()
             if whole or rec.spec.kind == "tasks":
                 if rec.first_start_s is None:

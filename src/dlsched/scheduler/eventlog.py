@@ -25,6 +25,7 @@ store, so the log outlives a server restart).
 """
 from __future__ import annotations
 
+import itertools
 import operator
 from array import array
 from collections.abc import Mapping
@@ -66,13 +67,16 @@ class LogRecord(NamedTuple):
 _tuple_new = tuple.__new__
 _DEFAULTS = tuple(LogRecord._field_defaults[f] for f in LogRecord._fields[3:])
 # Shapes of a record's fields after job_id, and what `_x` keeps for each:
-_PLAIN, _DETAIL, _SPEC, _STATS, _JOBSTATS, _FULL = range(6)
+_PLAIN, _DETAIL, _SPEC, _STATS, _JOBSTATS, _FULL, _STATROW, _PLACED, _PLACED_PACKED = range(9)
 #   _PLAIN     every field at its default (detail "")                 None
 #   _DETAIL    only detail set (a str)                                 the detail
 #   _SPEC      only spec set (arrival records)                         the spec
 #   _STATS     only stats set (round records: (wall, queued))          the stats
 #   _JOBSTATS  only stats set, a dict of str keys (stats records)      (keys tuple, values tuple)
 #   _FULL      anything else                                           the 6 fields, a tuple
+#   _STATROW   a stats record built by `of_stats`                      a StatsRow (its block's columns)
+#   _PLACED    a decision appended by `append_placed` (detail derived   the placements
+#              from the placements, no cost; _PLACED_PACKED: packed)
 
 
 class ColumnSeq:
@@ -145,6 +149,78 @@ class StatsView(Mapping):
         return repr(dict(zip(self._k, self._v)))
 
 
+def placed_detail(placements) -> str:
+    """A placement record's detail: "task@node;..." (the scheduler's, for a launch, resume,
+    migrate or resize)."""
+    return ";".join([f"{tp.task}@{tp.node}" for tp in placements])
+
+
+class StatsBlock:
+    """The stats dicts of many jobs with the same keys, in columns: per key an array of doubles
+    where every value so far is a float, of int64 where every one is an int, else a list (the
+    values read back are equal to those added, and of the same type). A 1M-job result holds one
+    row per job; a tuple of 13 boxed values each cost about 340 bytes, a row here about 110."""
+    __slots__ = ("keys", "index", "cols", "n")
+
+    def __init__(self, keys: tuple):
+        self.keys = keys
+        self.index = {k: c for c, k in enumerate(keys)}
+        self.cols: list = [None] * len(keys)
+        self.n = 0
+
+    def add(self, st: dict) -> "StatsRow":
+        cols, i = self.cols, self.n
+        for c, v in enumerate(st.values()):
+            col = cols[c]
+            t = type(v)
+            if col is None:                       # the first row sets the column's kind
+                col = cols[c] = array("d") if t is float else array("q") if t is int else []
+            if type(col) is list:
+                col.append(v)
+                continue
+            if (t is float and col.typecode == "d") or (t is int and col.typecode == "q"):
+                try:
+                    col.append(v)
+                    continue
+                except OverflowError:              # an int beyond int64
+                    pass
+            col = cols[c] = col.tolist()          # mixed types from here on: a list
+            col.append(v)
+        self.n = i + 1
+        return StatsRow(self, i)
+
+    def value(self, c: int, i: int):
+        return self.cols[c][i]
+
+
+class StatsRow(Mapping):
+    """One job's stats dict in a StatsBlock: a read-only mapping equal to the dict."""
+    __slots__ = ("_b", "_i")
+
+    def __init__(self, block: StatsBlock, i: int):
+        self._b, self._i = block, i
+
+    def __getitem__(self, key):
+        return self._b.cols[self._b.index[key]][self._i]
+
+    def get(self, key, default=None):
+        c = self._b.index.get(key)
+        return default if c is None else self._b.cols[c][self._i]
+
+    def __iter__(self):
+        return iter(self._b.keys)
+
+    def __len__(self) -> int:
+        return len(self._b.keys)
+
+    def as_dict(self) -> dict:
+        i = self._i
+        return {k: col[i] for k, col in zip(self._b.keys, self._b.cols)}
+
+    def __repr__(self) -> str:
+        return repr(self.as_dict())
+
+
 class CompactLog(ColumnSeq):
     """A typed event log kept in columns: what a list of LogRecords holds, in about a quarter
     of the memory (a run writes about 4 records per job, and a 1M-job simulation keeps them
@@ -209,6 +285,23 @@ class CompactLog(ColumnSeq):
         for r in records:
             self.append(r)
 
+    def append_placed(self, t: float, kind: str, job_id: str, placements: tuple, cost, packed: bool) -> None:
+        """Append LogRecord(t, kind, job_id, placed_detail(placements), placements, cost, packed)
+        (a launch, resume, migrate or resize), without building the detail string: it is made
+        from the placements when the record is read (a run writes one per start; the string
+        and the record's tuple were about 150 bytes of each)."""
+        if cost is not None or type(t) is not float or not placements:
+            self.append((t, kind, job_id, placed_detail(placements), placements, cost, bool(packed), None, None))
+            return
+        code = self._code.get(kind)
+        if code is None:
+            code = self._new_kind(kind)
+        self._t.append(t)
+        self._k.append(code)
+        self._s.append(_PLACED_PACKED if packed else _PLACED)
+        self._j.append(job_id)
+        self._x.append(placements)
+
     def _record(self, i: int, t: float) -> LogRecord:
         if self._odd_t and i in self._odd_t:
             t = self._odd_t[i]
@@ -225,6 +318,10 @@ class CompactLog(ColumnSeq):
             return _tuple_new(LogRecord, head + ("", (), None, False, None, x))
         if shape == _JOBSTATS:
             return _tuple_new(LogRecord, head + ("", (), None, False, None, dict(zip(*x))))
+        if shape == _STATROW:
+            return _tuple_new(LogRecord, head + ("", (), None, False, None, x.as_dict()))
+        if shape == _PLACED or shape == _PLACED_PACKED:
+            return _tuple_new(LogRecord, head + (placed_detail(x), x, None, shape == _PLACED_PACKED, None, None))
         return _tuple_new(LogRecord, head + x)
 
     def __len__(self) -> int:
@@ -257,7 +354,6 @@ class CompactLog(ColumnSeq):
             skip = log._code.get(drop, -1) if drop is not None else -1
             base = len(out._j)
             if skip < 0:
-                keep = range(len(log._j))
                 out._t.extend(log._t)
                 out._k.extend(log._k.translate(remap))
                 out._s.extend(log._s)
@@ -266,16 +362,15 @@ class CompactLog(ColumnSeq):
             else:
                 import numpy as np
                 mask = np.frombuffer(log._k, dtype=np.uint8) != skip if log._k else np.zeros(0, bool)
-                idx = np.flatnonzero(mask)
-                keep = idx.tolist()
-                out._t.extend(array("d", np.frombuffer(log._t, dtype=np.float64)[idx].tobytes()) if len(idx) else ())
-                out._k.extend(np.frombuffer(log._k, dtype=np.uint8)[idx].tobytes().translate(remap))
-                out._s.extend(np.frombuffer(log._s, dtype=np.uint8)[idx].tobytes())
-                if keep:
-                    pick = operator.itemgetter(*keep)
-                    out._j.extend(pick(log._j) if len(keep) > 1 else (pick(log._j),))
-                    out._x.extend(pick(log._x) if len(keep) > 1 else (pick(log._x),))
+                out._t.extend(array("d", np.frombuffer(log._t, dtype=np.float64)[mask].tobytes()) if mask.any() else ())
+                out._k.extend(np.frombuffer(log._k, dtype=np.uint8)[mask].tobytes().translate(remap))
+                out._s.extend(np.frombuffer(log._s, dtype=np.uint8)[mask].tobytes())
+                flags = mask.tolist()             # (shared bools: 8 bytes a record, no index list)
+                out._j.extend(itertools.compress(log._j, flags))
+                out._x.extend(itertools.compress(log._x, flags))
+                del flags
             if log._odd_t:
+                keep = range(len(log._j)) if skip < 0 else [i for i, c in enumerate(log._k) if c != skip]
                 pos = {i: n for n, i in enumerate(keep)}
                 for i, t0 in log._odd_t.items():
                     if i in pos:
@@ -299,6 +394,27 @@ class CompactLog(ColumnSeq):
         t = self._t
         return [self._record(i, t[i]) for i in idx]
 
+    def round_columns(self, kind: str = "round"):
+        """(times, wall seconds, queued jobs) of the round records, as numpy arrays, without
+        building them: None when one of them is not as the Scheduler writes it (a float time,
+        stats (wall, queued)), for the caller to read the records instead."""
+        import numpy as np
+        c = self._code.get(kind)
+        if c is None:
+            return np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64)
+        idx = np.flatnonzero(np.frombuffer(self._k, dtype=np.uint8) == c)
+        if self._odd_t and any(i in self._odd_t for i in idx.tolist()):
+            return None
+        if len(idx) and (np.frombuffer(self._s, dtype=np.uint8)[idx] != _STATS).any():
+            return None
+        xs = operator.itemgetter(*idx.tolist())(self._x) if len(idx) > 1 else [self._x[i] for i in idx.tolist()]
+        if not all(type(x) is tuple and len(x) == 2 for x in xs):
+            return None
+        n = len(xs)
+        return (np.frombuffer(self._t, dtype=np.float64)[idx].copy(),
+                np.fromiter((float(x[0]) for x in xs), dtype=np.float64, count=n),
+                np.fromiter((int(x[1]) for x in xs), dtype=np.int64, count=n))
+
     def rows(self, drop: str | None = None):
         """(time, kind, job_id, detail, placements, spec, stats) per record, in order, less
         those of kind `drop`, without building LogRecords (the metrics' replay reads these
@@ -316,6 +432,10 @@ class CompactLog(ColumnSeq):
                 yield ti, kinds[c], j, x, (), None, None
             elif sh == _SPEC:
                 yield ti, kinds[c], j, "", (), x, None
+            elif sh == _STATROW:
+                yield ti, kinds[c], j, "", (), None, x
+            elif sh == _PLACED or sh == _PLACED_PACKED:
+                yield ti, kinds[c], j, placed_detail(x), x, None, None
             elif sh == _JOBSTATS:
                 yield ti, kinds[c], j, "", (), None, StatsView(*x)
             elif sh == _STATS:
@@ -325,16 +445,24 @@ class CompactLog(ColumnSeq):
 
     @classmethod
     def of_stats(cls, now: float, items) -> "CompactLog":
-        """A log of `stats` records at `now`, one per (job_id, stats dict) in `items`: the same
-        log as appending LogRecord(now, "stats", job_id, stats=stats) for each, built faster (a
-        1M-job run appends one per job)."""
+        """A log of `stats` records at `now`, one per (job_id, stats dict) in `items`: equal to
+        appending LogRecord(now, "stats", job_id, stats=stats) for each, built faster and kept
+        in columns (a 1M-job run appends one per job): the dicts with the first one's keys
+        become rows of one StatsBlock (a typed array per key where every value is a float, or
+        every value an int), the others are kept as `append` keeps them."""
         out = cls()
         code = out._new_kind("stats")
         keysets = out._keysets
         js, xs, ss = out._j, out._x, []
+        block = None
         for job_id, st in items:
             keys = tuple(st) if type(st) is dict else None
-            if keys is not None and (keys in keysets or all(type(k) is str for k in keys)):
+            if keys is not None and block is None and all(type(k) is str for k in keys):
+                block = StatsBlock(keys)
+            if keys is not None and block is not None and keys == block.keys:
+                ss.append(_STATROW)
+                xs.append(block.add(st))
+            elif keys is not None and (keys in keysets or all(type(k) is str for k in keys)):
                 ss.append(_JOBSTATS)
                 xs.append((keysets.setdefault(keys, keys), tuple(st.values())))
             elif st is None:

@@ -350,8 +350,10 @@ class SimBackend:
                     r.first_progress_s = now
         if r.spec.kind == "dl":
             self._touched.add(r.spec.job_id)
-        self.log.append((now, "take", r.spec.job_id,
-                         ";".join(f"{tp.task}@{tp.node}" for tp in placements)))
+        if type(placements) is tuple and hasattr(self.log, "append_take"):   # the detail is made when read
+            self.log.append_take(now, r.spec.job_id, placements)
+        else:
+            self.log.append((now, "take", r.spec.job_id, ";".join(f"{tp.task}@{tp.node}" for tp in placements)))
 
     def _give(self, r: JobRun, tp: TaskPlacement, now: float) -> None:
         task = r.tasks[tp.task]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlsched.core.types import JobSpec
-from dlsched.scheduler.eventlog import ColumnSeq
+from dlsched.scheduler.eventlog import ColumnSeq, placed_detail
 
 # Priorities at equal time.
 P_NODE, P_FINISH, P_RATE, P_ARRIVAL, P_TICK = range(5)
@@ -136,11 +136,18 @@ class EngineLog(ColumnSeq):
         self._j.append(job_id)
         self._d.append(detail)
 
+    def append_take(self, t: float, job_id: str, placements: tuple) -> None:
+        """Append (t, "take", job_id, "task@node;...") keeping the placements (the decision's
+        own tuple, shared with the scheduler's log) rather than the string: it is made when the
+        record is read."""
+        self.append((t, "take", job_id, placements))
+
     compact = True     # what dlsched.metrics keeps as it is, rather than copy into a list
 
     def _record(self, i: int) -> tuple:
         t = self._odd_t[i] if self._odd_t and i in self._odd_t else self._t[i]
-        return (t, self._kinds[self._k[i]], self._j[i], self._d[i])
+        d = self._d[i]
+        return (t, self._kinds[self._k[i]], self._j[i], d if type(d) is str else placed_detail(d))
 
     def __len__(self) -> int:
         return len(self._j)
@@ -151,7 +158,8 @@ class EngineLog(ColumnSeq):
                 yield self._record(i)
             return
         ks = self._kinds
-        yield from zip(self._t, (ks[c] for c in self._k), self._j, self._d)
+        yield from zip(self._t, (ks[c] for c in self._k), self._j,
+                       (d if type(d) is str else placed_detail(d) for d in self._d))
 
     def __getitem__(self, i):
         if isinstance(i, slice):
