@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from dlsched.core.types import GPU, Role
-from dlsched.policies.allocate.optimus import shape
+from dlsched.policies.allocate.optimus import placer_hint, shape
 from dlsched.scheduler.context import JobState
 from dlsched.scheduler.framework import Timeless, Place, ProfileSpec, register, register_profile
 
@@ -102,7 +102,14 @@ class OptimusPlace(Timeless, Place):
         alloc = ctx.allocation
         if not alloc:
             return
-        jobs = sorted((ctx.jobs[j] for j in alloc), key=lambda r: (r.submit_time_s, r.job_id))
+        acting = placer_hint(ctx)
+        if acting is None:
+            acting = alloc
+        else:
+            # the allocator's kept round says which jobs may need anything: every other job
+            # keeps what it holds or keeps waiting (decided all the same)
+            ctx.txn.decided.update(alloc)
+        jobs = sorted((ctx.jobs[j] for j in acting), key=lambda r: (r.submit_time_s, r.job_id))
         self._apply(ctx, jobs, alloc)
 
     def _apply(self, ctx, jobs, alloc) -> None:
