@@ -599,6 +599,11 @@ class OptimusAllocate(Allocate):
                 self._set_out(jid, ok)
         return left
 
+    @staticmethod
+    def _short(delta: list) -> bool:
+        """Did a job left out take more than the jobs before it gave back, in some resource?"""
+        return min(delta) < 0
+
     def _sync(self, left0: list) -> bool:
         """Bring the kept greedy pass up to date with the jobs that joined or left (False: it
         cannot be, rebuild). The jobs that left and held an allocation give it back to every
@@ -653,7 +658,7 @@ class OptimusAllocate(Allocate):
                 del UL[jid]
                 self._set_out(jid, True)
                 delta = [a - b for a, b in zip(delta, need)]
-                if min(delta) < 0:
+                if self._short(delta):
                     left = [a - b for a, b in zip(left, need)]
                     self._Lend = self._run_from(bisect.bisect_right(keys, key), left)
                     return True
