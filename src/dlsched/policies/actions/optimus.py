@@ -55,7 +55,15 @@ class _GpuPool:
         among equals."""
         out: list[int] = []
         free, lv = self.free, self.lv
-        c = lv.max()
+        i = int(lv.argmax())                  # the first node of the highest level
+        c = lv[i]
+        if m == 1 and c >= min_gpus:          # (one task: that node, when it holds it)
+            row = free[i]
+            for r in dims:
+                if row[r] + _EPS < demand[r]:
+                    break
+            else:
+                return [i]
         while c >= min_gpus:
             for n in np.flatnonzero(lv == c).tolist():
                 row = free[n]
@@ -161,12 +169,13 @@ class OptimusPlace(Timeless, Place):
         ps = [t for t in tasks if t.role is Role.PS]
         if ps:
             return self._place_even(ctx, job_id, workers, ps, pool)
-        d = workers[0].vector
+        d = workers[0].demand                 # Python floats: the same IEEE values as .vector
         dims = workers[0].dims
         todo = list(workers)
         need_gpus = int(math.ceil(d[GPU] - _EPS))
         for n in pool.top(len(workers), d, dims, need_gpus):
-            k = min([int(math.floor((free[n, r] + _EPS) / d[r])) for r in dims] + [len(todo)])
+            row = free[n].tolist()
+            k = min([int(math.floor((row[r] + _EPS) / d[r])) for r in dims] + [len(todo)])
             txn.reserve_block(job_id, todo[:k], n)
             todo = todo[k:]
             if not todo:

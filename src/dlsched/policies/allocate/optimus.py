@@ -265,6 +265,7 @@ class OptimusAllocate(Allocate):
         self._inv_kept: tuple | None = None
         self._by_tasks: dict[int, tuple] = {}   # id(task list) -> (list, inv, its part of _info)
         self._caps: dict[tuple, int] = {}       # (model, batch, workers) -> cap
+        self._need_by_tasks: dict[int, tuple] = {}   # id(task list) -> (list, summed demand)
         self._reset_kept(None, None)
         self.kept_rebuilds = 0       # times a check found the kept view off the records (tests)
 
@@ -493,13 +494,21 @@ class OptimusAllocate(Allocate):
     def _rigid_entry(self, rec, info) -> AllocJob:
         entry = self._rigid.get(rec.job_id)
         if entry is None:
-            nres = len(info[0])
-            need = [0.0] * nres
-            for t in rec.spec.tasks:
-                for r in range(nres):
-                    need[r] += t.demand[r]
+            tasks = rec.spec.tasks
+            hit = self._need_by_tasks.get(id(tasks))
+            if hit is not None and hit[0] is tasks:
+                need = hit[1]                 # (read only: greedy passes copy what is left)
+            else:
+                nres = len(info[0])
+                need = [0.0] * nres
+                for t in tasks:
+                    for r in range(nres):
+                        need[r] += t.demand[r]
+                if len(self._need_by_tasks) > 10_000:
+                    self._need_by_tasks.clear()
+                self._need_by_tasks[id(tasks)] = (tasks, need)
             entry = self._rigid[rec.job_id] = AllocJob(rec.job_id, info[0], info[1], 0, 0.0, 0.0, None, need,
-                                                       shape(rec.spec.tasks))
+                                                       shape(tasks))
         return entry
 
     def _build_kept(self, ctx, jobs) -> None:
