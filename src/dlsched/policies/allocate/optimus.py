@@ -108,16 +108,17 @@ def _integral(v) -> bool:
     return True
 
 
-def _free_sum(free, up) -> list[float]:
-    """free[up].sum(axis=0), as the scratch round sums it. With every node up and every value
-    an integer-valued float small enough that no partial sum can be rounded, the column sums
-    of the whole array are the same floats in any order: numpy's faster sum of a column-major
-    array then (the boolean index's copy and a row-by-row sum cost 20 us a round)."""
+def _free_sum(free, up) -> tuple[list[float], bool]:
+    """free[up].sum(axis=0), as the scratch round sums it, and whether it is known integer-
+    valued and below _EXACT. With every node up and every value an integer-valued float small
+    enough that no partial sum can be rounded, the column sums of the whole array are the same
+    floats in any order: numpy's faster sum of a column-major array then (the boolean index's
+    copy and a row-by-row sum cost 20 us a round)."""
     if up.all():
         m = np.abs(free).max(initial=0.0)
         if m * (len(free) + 1) < _EXACT and (free == np.floor(free)).all():
-            return free.sum(axis=0).tolist()
-    return free[up].sum(axis=0).tolist()
+            return free.sum(axis=0).tolist(), True
+    return free[up].sum(axis=0).tolist(), False
 
 
 def placer_hint(ctx) -> list[str] | None:
@@ -568,10 +569,11 @@ class OptimusAllocate(Allocate):
             self._gvalid = False
             return {}
         txn = ctx.txn
-        fs = _free_sum(txn.free_view() if hasattr(txn, "free_view") else txn.free, ctx.snap.up)
+        fs, exact = _free_sum(txn.free_view() if hasattr(txn, "free_view") else txn.free, ctx.snap.up)
         hs = self._hsum
         left0 = fs if hs is None else [a + b for a, b in zip(fs, hs)]
-        if not _integral(fs) or not _integral(left0):
+        # (both below _EXACT and integer-valued, the held sum checked as it was kept: exact)
+        if not exact and not (_integral(fs) and _integral(left0)):
             return None
         if not self._gvalid or left0 != self._gleft0 or not self._sync(left0):
             self._rebuild(left0)
