@@ -18,13 +18,12 @@ placer").
 """
 from __future__ import annotations
 
-import bisect
 import math
 
 import numpy as np
 
 from dlsched.core.types import GPU, Role
-from dlsched.policies.allocate.optimus import shape
+from dlsched.policies.allocate.optimus import placer_hint, shape
 from dlsched.scheduler.context import JobState
 from dlsched.scheduler.framework import Timeless, Place, ProfileSpec, register, register_profile
 
@@ -32,41 +31,41 @@ _EPS = 1e-9
 
 
 class _GpuPool:
-    """One round's up nodes bucketed by whole free GPUs (ascending ids in each bucket), so that
-    the most-free nodes are found without scanning the cluster for every job. Nodes only move
-    down while jobs are placed (update after each reservation; a node given back moves up)."""
+    """One round's up nodes by whole free GPUs, so that the most-free nodes are found without
+    sorting the cluster for every job: `top` walks the levels from the highest down, ascending
+    ids within a level (each level a numpy scan; the first usually holds the job). A node's
+    level is brought up to date after each reservation or give-back (`update`)."""
 
     def __init__(self, free: np.ndarray, up: np.ndarray) -> None:
         self.free = free
         self.up = up
-        fg = np.floor(free[:, GPU] + _EPS).astype(np.int64)
-        self.level = fg.tolist()
-        self.buckets: dict[int, list[int]] = {}
-        ids = np.flatnonzero(up)
-        for c in np.unique(fg[ids]).tolist():
-            self.buckets[c] = ids[fg[ids] == c].tolist()
+        lv = np.floor(free[:, GPU] + _EPS)
+        if not up.all():
+            lv[~up] = -np.inf                     # never a candidate
+        self.lv = lv
 
     def update(self, nodes) -> None:
+        lv, free, up = self.lv, self.free, self.up
         for n in set(int(x) for x in nodes):
-            if not self.up[n]:
-                continue
-            c = int(math.floor(float(self.free[n, GPU]) + _EPS))
-            old = self.level[n]
-            if c != old:
-                b = self.buckets[old]
-                del b[bisect.bisect_left(b, n)]
-                bisect.insort(self.buckets.setdefault(c, []), n)
-                self.level[n] = c
+            if up[n]:
+                lv[n] = math.floor(float(free[n, GPU]) + _EPS)
 
     def top(self, m: int, demand, dims, min_gpus: int) -> list[int]:
         """Up to m nodes that can take one task of `demand`: most free GPUs first, lowest id
         among equals."""
         out: list[int] = []
-        free = self.free
-        for c in sorted(self.buckets, reverse=True):
-            if c < min_gpus:
-                break
-            for n in self.buckets[c]:
+        free, lv = self.free, self.lv
+        i = int(lv.argmax())                  # the first node of the highest level
+        c = lv[i]
+        if m == 1 and c >= min_gpus:          # (one task: that node, when it holds it)
+            row = free[i]
+            for r in dims:
+                if row[r] + _EPS < demand[r]:
+                    break
+            else:
+                return [i]
+        while c >= min_gpus:
+            for n in np.flatnonzero(lv == c).tolist():
                 row = free[n]
                 for r in dims:
                     if row[r] + _EPS < demand[r]:
@@ -75,6 +74,10 @@ class _GpuPool:
                     out.append(n)
                     if len(out) == m:
                         return out
+            below = lv[lv < c]
+            if not len(below):
+                break
+            c = below.max()
         return out
 
 
@@ -102,7 +105,14 @@ class OptimusPlace(Timeless, Place):
         alloc = ctx.allocation
         if not alloc:
             return
-        jobs = sorted((ctx.jobs[j] for j in alloc), key=lambda r: (r.submit_time_s, r.job_id))
+        acting = placer_hint(ctx)
+        if acting is None:
+            acting = alloc
+        else:
+            # the allocator's kept round says which jobs may need anything: every other job
+            # keeps what it holds or keeps waiting (decided all the same)
+            ctx.txn.decided.update(alloc)
+        jobs = sorted((ctx.jobs[j] for j in acting), key=lambda r: (r.submit_time_s, r.job_id))
         self._apply(ctx, jobs, alloc)
 
     def _apply(self, ctx, jobs, alloc) -> None:
@@ -159,12 +169,13 @@ class OptimusPlace(Timeless, Place):
         ps = [t for t in tasks if t.role is Role.PS]
         if ps:
             return self._place_even(ctx, job_id, workers, ps, pool)
-        d = workers[0].vector
+        d = workers[0].demand                 # Python floats: the same IEEE values as .vector
         dims = workers[0].dims
         todo = list(workers)
         need_gpus = int(math.ceil(d[GPU] - _EPS))
         for n in pool.top(len(workers), d, dims, need_gpus):
-            k = min([int(math.floor((free[n, r] + _EPS) / d[r])) for r in dims] + [len(todo)])
+            row = free[n].tolist()
+            k = min([int(math.floor((row[r] + _EPS) / d[r])) for r in dims] + [len(todo)])
             txn.reserve_block(job_id, todo[:k], n)
             todo = todo[k:]
             if not todo:
