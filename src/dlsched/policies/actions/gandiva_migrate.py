@@ -45,7 +45,8 @@ import numpy as np
 
 from dlsched.core.types import GPU
 from dlsched.policies.actions.gandiva_common import (RestartClock, demands, find_action, is_whole_dl,
-                                                     move, start_on, trial_placement, usable_nodes)
+                                                     kept_round_state, move, start_on, trial_placement,
+                                                     usable_nodes)
 from dlsched.policies.actions.gandiva_timeslice import GandivaTimeslice
 from dlsched.scheduler.context import JobState
 from dlsched.scheduler.framework import Action, register
@@ -58,7 +59,8 @@ _EPS = 1e-9
 class GandivaMigrate(Action):
     """Gandiva migration: time-sliced jobs move to freed GPUs; defragmentation for multi-GPU jobs."""
     needs = frozenset(('costed_switches', 'migration'))  # backend capabilities (dlsched.scheduler.backend)
-    round_state = ("moves", "defrags")
+    round_state = ("_round_state",)
+    _round_state = kept_round_state(("moves", "defrags"), lambda v: v)   # two ints
 
     def __init__(self, to_freed: bool = True, defrag: bool = True, max_moves: int = 4,
                  min_run_s: float = 300.0, max_tries: int = 4, max_nodes: int = 4,
@@ -103,7 +105,7 @@ class GandivaMigrate(Action):
 
     # -- time-sliced jobs to freed GPUs ---------------------------------------------------------
     def _to_freed(self, ctx, budget: int) -> int:
-        ts = find_action(ctx, GandivaTimeslice)
+        ts = find_action(ctx, GandivaTimeslice, self)
         if ts is None or not ts.rings:
             return budget
         free_gpus = float(np.clip(ctx.txn.free[ctx.snap.up, GPU], 0, None).sum())
@@ -137,8 +139,10 @@ class GandivaMigrate(Action):
 
     # -- defragmentation ------------------------------------------------------------------------
     def _defrag(self, ctx, budget: int) -> None:
+        if not ctx.queue:
+            return   # nobody waits (most rounds: a finish)
         txn = ctx.txn
-        ts = find_action(ctx, GandivaTimeslice)
+        ts = find_action(ctx, GandivaTimeslice, self)
         ring_of = ts.ring_of if ts is not None else {}
         cluster = ctx.snap.cluster
         cap = cluster.capacity

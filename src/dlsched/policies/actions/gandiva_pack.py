@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 
-from dlsched.policies.actions.gandiva_common import find_action
+from dlsched.policies.actions.gandiva_common import find_action, kept_round_state
 from dlsched.policies.actions.gandiva_timeslice import GandivaTimeslice
 from dlsched.scheduler.context import JobState
 from dlsched.scheduler.events import JobFinish
@@ -63,7 +63,10 @@ def _mix(models) -> tuple:
 class GandivaPack(Action):
     """Gandiva packing: time-sliced jobs light enough run together; kept when faster than slicing."""
     needs = frozenset(('costed_switches', 'gpu_sharing', 'preemption'))  # backend capabilities (dlsched.scheduler.backend)
-    round_state = ("kept", "undone", "log", "judged", "solo")
+    round_state = ("_round_state",)
+    _round_state = kept_round_state(
+        ("kept", "undone", "log", "judged", "solo"),   # log: immutable tuples; judged: flat dicts
+        lambda v: (set(v[0]), set(v[1]), list(v[2]), [dict(d) for d in v[3]], dict(v[4])))
 
     def __init__(self, max_util: float = 1.0, max_jobs: int = 2, window_s: float = 120.0,
                  margin: float = 0.0, profile_first: bool = True, enabled: bool = True) -> None:
@@ -88,9 +91,6 @@ class GandivaPack(Action):
         self.solo: dict[str, float] = {}   # job -> its rate when last seen alone on its ring's GPUs
         self._rings: dict = {}             # gandiva_timeslice's rings (seen at the last round)
         self._jobs = self._cluster = None  # the last round's records and cluster
-
-    def act(self, ctx) -> None:
-        """Nothing after placement: packing is decided before it (see before_place)."""
 
     def observe(self, now: float, events: list, applied) -> None:
         for e in events:
@@ -144,7 +144,7 @@ class GandivaPack(Action):
         """Judge the packs whose window is over, pack the rings that qualify. Runs before the
         time-slicing rotation (the profile lists gandiva_pack first), so a ring is packed
         instead of starting another turn."""
-        ts = find_action(ctx, GandivaTimeslice)
+        ts = find_action(ctx, GandivaTimeslice, self)
         if ts is None or not self.enabled:
             return
         self._rings = ts.rings

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from dlsched.core import types as T
 from dlsched.core.types import GPU
 from dlsched.policies.actions.gandiva_common import (RestartClock, fits_except_gpu, is_whole_dl,
-                                                     start_on, suspend)
+                                                     kept_round_state, start_on, suspend)
 from dlsched.scheduler.context import JobState
 from dlsched.scheduler.events import JobFinish
 from dlsched.scheduler.framework import Action, register
@@ -59,6 +59,11 @@ class Ring:
     packed_since: float | None = None   # gandiva_pack: when the members were packed
     pack_verdict: str = ""       # gandiva_pack: "", "kept"
 
+    def copy(self) -> "Ring":
+        """An independent copy (home and shape are immutable tuples: shared)."""
+        return Ring(self.rid, self.home, self.shape, list(self.members), self.since,
+                    self.packed_since, self.pack_verdict)
+
     @property
     def home_set(self) -> frozenset:
         return frozenset(self.home)
@@ -76,7 +81,10 @@ def shape_of(rec) -> tuple:
 class GandivaTimeslice(Action):
     """Gandiva time slicing: jobs of one size take turns of a quantum on shared GPUs (over-subscription)."""
     needs = frozenset(('costed_switches', 'preemption'))  # backend capabilities (dlsched.scheduler.backend)
-    round_state = ("rings", "ring_of", "_next", "costed", "_fingerprint", "_changed")
+    round_state = ("_round_state",)
+    _round_state = kept_round_state(
+        ("rings", "ring_of", "_next", "costed", "_fingerprint", "_changed"),
+        lambda v: ({rid: r.copy() for rid, r in v[0].items()}, dict(v[1]), v[2], set(v[3]), v[4], v[5]))
 
     def __init__(self, quantum_s: float = 60.0, max_load: int = 2, min_run_s: float = 30.0,
                  host_gbps: float = 80.0, fixed_s: float = 0.5, restart_s: float = 5.0,
@@ -220,6 +228,8 @@ class GandivaTimeslice(Action):
         """A job this action suspended may be resumed by plain placement (it left its ring):
         its Resume restores the host-memory checkpoint at this action's cost, not the run's
         restart_delay_s."""
+        if not self.costed:
+            return
         decisions = ctx.txn.plan.decisions
         for i, d in enumerate(decisions):
             if isinstance(d, T.Resume) and d.cost is None and d.job_id in self.costed:
