@@ -156,6 +156,8 @@ class GandivaMigrate(Action):
                     or rec.state not in (JobState.PENDING, JobState.SUSPENDED)):
                 continue
             tasks = rec.unplaced()
+            if sum(t.demand[GPU] for t in tasks) < 2 - 1e-6:
+                continue   # (need[GPU] below: the same sum; a margin for another order of adding)
             need = np.sum([t.vector for t in tasks], axis=0)
             if need[GPU] < 2 - _EPS:
                 continue
