@@ -288,33 +288,20 @@ def is_whole_dl(rec) -> bool:
 
 
 # -- round state, saved cheaply -------------------------------------------------------------------
-class SavedState:
-    """What a Gandiva component's `round_state` hands the framework: its round-mutable
-    attributes, copied by the component's own `copy_state` (a Ring's members list, a dict of
-    immutable tuples) instead of `copy.deepcopy`'s generic walk.
+def saved_round_state(save):
+    """The `_round_state` property that each Gandiva component lists as its one round_state
+    attribute, in place of its round-mutable attributes themselves.
 
-    Each component declares one round_state attribute, `_round_state`, a property: reading it
-    gives a SavedState over the live values (not copied yet), the framework's deepcopy of it
-    copies them (`copy_state`), and writing it (the framework putting a round back) sets the
-    attributes from a copy. A deepcopy of every attribute, once per round, cost more than the
-    rest of Gandiva's round on the whole Philly trace (16 generic deep copies of, there, empty
-    containers at each of 173,134 rounds)."""
-    __slots__ = ("names", "values", "copy")
-
-    def __init__(self, names: tuple, values: tuple, copy) -> None:
-        self.names, self.values, self.copy = names, values, copy
-
-    def __deepcopy__(self, memo) -> "SavedState":
-        return SavedState(self.names, self.copy(self.values), self.copy)
-
-
-def kept_round_state(names: tuple[str, ...], copy):
-    """The `_round_state` property over the attributes `names`; `copy(values)` returns copies
-    of them (in order) that share nothing mutable with the originals."""
-    def get(self) -> SavedState:
-        return SavedState(names, tuple([getattr(self, a) for a in names]), copy)
-
-    def put(self, saved: SavedState) -> None:
-        for a, v in zip(saved.names, saved.values):
-            setattr(self, a, v)
-    return property(get, put, doc=f"round state: {', '.join(names)} (see SavedState)")
+    The framework deep-copies every round_state attribute before each round (and puts the copy
+    back when the round is not carried out). A generic deepcopy of each attribute, once per
+    round, cost more than the rest of Gandiva's round on the whole Philly trace (16 deep copies
+    of, there, empty containers at each of 173,134 rounds). Instead, reading `_round_state`
+    calls `save(component)`, which copies the attributes itself (knowing what in them is
+    immutable and can be shared: a Ring's home, a log's tuples) and returns a function
+    `restore(component)` that sets them back from fresh copies of what it saved (it may be
+    called more than once). copy.deepcopy hands a function back as it is (functions are
+    atomic to it, as documented), so the framework's copy of the property's value is the
+    closure itself, and writing the property (the framework putting a round back) calls it."""
+    def put(self, restore) -> None:
+        restore(self)
+    return property(save, put, doc="round state (see gandiva_common.saved_round_state)")

@@ -27,7 +27,7 @@ import numpy as np
 
 from dlsched.core.types import GPU, Role, TaskPlacement, TaskSpec
 from dlsched.policies.actions.gandiva_common import (ChangedJobs, RestartClock, find_action, is_whole_dl,
-                                                     kept_round_state, pick_gpus_affine, resize)
+                                                     saved_round_state, pick_gpus_affine, resize)
 from dlsched.policies.actions.gandiva_timeslice import GandivaTimeslice
 from dlsched.scheduler.context import JobState
 from dlsched.scheduler.framework import Action, register
@@ -42,8 +42,17 @@ class GandivaGrow(Action):
     """Gandiva grow-shrink: jobs that scale take idle GPUs while the cluster is light, give them back on arrivals."""
     needs = frozenset(('costed_switches', 'resize'))  # backend capabilities (dlsched.scheduler.backend)
     round_state = ("_round_state",)
-    _round_state = kept_round_state(("grown", "grows", "shrinks"),   # grown: job -> immutable tuple
-                                    lambda v: (dict(v[0]), v[1], v[2]))
+
+    def _save_round(self):
+        """round state: grown (job -> an immutable tuple), grows and shrinks (see
+        gandiva_common.saved_round_state)."""
+        grown, grows, shrinks = dict(self.grown), self.grows, self.shrinks
+
+        def restore(c) -> None:
+            c.grown, c.grows, c.shrinks = dict(grown), grows, shrinks
+        return restore
+
+    _round_state = saved_round_state(_save_round)
 
     def __init__(self, max_factor: int = 4, min_gain: float = 0.5, min_free_frac: float = 0.25,
                  min_run_s: float = 300.0, min_shrink_s: float = 30.0, host_gbps: float = 80.0,

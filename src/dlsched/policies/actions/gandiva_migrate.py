@@ -45,7 +45,7 @@ import numpy as np
 
 from dlsched.core.types import GPU
 from dlsched.policies.actions.gandiva_common import (RestartClock, demands, find_action, is_whole_dl,
-                                                     kept_round_state, move, start_on, trial_placement,
+                                                     saved_round_state, move, start_on, trial_placement,
                                                      usable_nodes)
 from dlsched.policies.actions.gandiva_timeslice import GandivaTimeslice
 from dlsched.scheduler.context import JobState
@@ -60,7 +60,16 @@ class GandivaMigrate(Action):
     """Gandiva migration: time-sliced jobs move to freed GPUs; defragmentation for multi-GPU jobs."""
     needs = frozenset(('costed_switches', 'migration'))  # backend capabilities (dlsched.scheduler.backend)
     round_state = ("_round_state",)
-    _round_state = kept_round_state(("moves", "defrags"), lambda v: v)   # two ints
+
+    def _save_round(self):
+        """round state: the counters moves and defrags (see gandiva_common.saved_round_state)."""
+        moves, defrags = self.moves, self.defrags
+
+        def restore(c) -> None:
+            c.moves, c.defrags = moves, defrags
+        return restore
+
+    _round_state = saved_round_state(_save_round)
 
     def __init__(self, to_freed: bool = True, defrag: bool = True, max_moves: int = 4,
                  min_run_s: float = 300.0, max_tries: int = 4, max_nodes: int = 4,

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 
-from dlsched.policies.actions.gandiva_common import find_action, kept_round_state
+from dlsched.policies.actions.gandiva_common import find_action, saved_round_state
 from dlsched.policies.actions.gandiva_timeslice import GandivaTimeslice
 from dlsched.scheduler.context import JobState
 from dlsched.scheduler.events import JobFinish
@@ -64,9 +64,23 @@ class GandivaPack(Action):
     """Gandiva packing: time-sliced jobs light enough run together; kept when faster than slicing."""
     needs = frozenset(('costed_switches', 'gpu_sharing', 'preemption'))  # backend capabilities (dlsched.scheduler.backend)
     round_state = ("_round_state",)
-    _round_state = kept_round_state(
-        ("kept", "undone", "log", "judged", "solo"),   # log: immutable tuples; judged: flat dicts
-        lambda v: (set(v[0]), set(v[1]), list(v[2]), [dict(d) for d in v[3]], dict(v[4])))
+
+    def _save_round(self):
+        """round state: kept, undone, log (of immutable tuples), judged (flat dicts) and solo;
+        see gandiva_common.saved_round_state."""
+        if not (self.kept or self.undone or self.log or self.judged or self.solo):
+            def restore(c) -> None:
+                c.kept, c.undone, c.log, c.judged, c.solo = set(), set(), [], [], {}
+            return restore
+        kept, undone, log, solo = set(self.kept), set(self.undone), list(self.log), dict(self.solo)
+        judged = [dict(d) for d in self.judged]
+
+        def restore(c) -> None:
+            c.kept, c.undone, c.log, c.solo = set(kept), set(undone), list(log), dict(solo)
+            c.judged = [dict(d) for d in judged]
+        return restore
+
+    _round_state = saved_round_state(_save_round)
 
     def __init__(self, max_util: float = 1.0, max_jobs: int = 2, window_s: float = 120.0,
                  margin: float = 0.0, profile_first: bool = True, enabled: bool = True) -> None:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from dlsched.core import types as T
 from dlsched.core.types import GPU
 from dlsched.policies.actions.gandiva_common import (RestartClock, fits_except_gpu, is_whole_dl,
-                                                     kept_round_state, start_on, suspend)
+                                                     saved_round_state, start_on, suspend)
 from dlsched.scheduler.context import JobState
 from dlsched.scheduler.events import JobFinish
 from dlsched.scheduler.framework import Action, register
@@ -82,9 +82,26 @@ class GandivaTimeslice(Action):
     """Gandiva time slicing: jobs of one size take turns of a quantum on shared GPUs (over-subscription)."""
     needs = frozenset(('costed_switches', 'preemption'))  # backend capabilities (dlsched.scheduler.backend)
     round_state = ("_round_state",)
-    _round_state = kept_round_state(
-        ("rings", "ring_of", "_next", "costed", "_fingerprint", "_changed"),
-        lambda v: ({rid: r.copy() for rid, r in v[0].items()}, dict(v[1]), v[2], set(v[3]), v[4], v[5]))
+
+    def _save_round(self):
+        """round state: rings (each Ring copied: its members change), ring_of, _next, costed,
+        _fingerprint (immutable) and _changed; see gandiva_common.saved_round_state."""
+        nxt, fp, changed = self._next, self._fingerprint, self._changed
+        if not (self.rings or self.ring_of or self.costed):
+            def restore(c) -> None:
+                c.rings, c.ring_of, c.costed = {}, {}, set()
+                c._next, c._fingerprint, c._changed = nxt, fp, changed
+            return restore
+        rings = {rid: r.copy() for rid, r in self.rings.items()}
+        ring_of, costed = dict(self.ring_of), set(self.costed)
+
+        def restore(c) -> None:
+            c.rings = {rid: r.copy() for rid, r in rings.items()}
+            c.ring_of, c.costed = dict(ring_of), set(costed)
+            c._next, c._fingerprint, c._changed = nxt, fp, changed
+        return restore
+
+    _round_state = saved_round_state(_save_round)
 
     def __init__(self, quantum_s: float = 60.0, max_load: int = 2, min_run_s: float = 30.0,
                  host_gbps: float = 80.0, fixed_s: float = 0.5, restart_s: float = 5.0,
