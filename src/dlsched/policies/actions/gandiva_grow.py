@@ -46,10 +46,17 @@ class GandivaGrow(Action):
     def _save_round(self):
         """round state: grown (job -> an immutable tuple), grows and shrinks (see
         gandiva_common.saved_round_state)."""
-        grown, grows, shrinks = dict(self.grown), self.grows, self.shrinks
+        grows, shrinks = self.grows, self.shrinks
+        if not self.grown:
+            last = self._saved_fn
+            if last is not None and last[0] == (grows, shrinks):
+                return last[1]   # it captures only these two ints (and an empty dict's copy)
+        grown = dict(self.grown)
 
         def restore(c) -> None:
             c.grown, c.grows, c.shrinks = dict(grown), grows, shrinks
+        if not grown:
+            self._saved_fn = ((grows, shrinks), restore)
         return restore
 
     _round_state = saved_round_state(_save_round)
@@ -78,6 +85,7 @@ class GandivaGrow(Action):
         self._changed = ChangedJobs()
         self._cands: dict = {}                # see _candidates
         self._cands_cluster = None
+        self._saved_fn = None                 # _save_round's last closure for an empty `grown`
 
     # -- shrink: before placement ---------------------------------------------------------------
 
@@ -86,6 +94,8 @@ class GandivaGrow(Action):
         self._changed.observe(events, applied)
 
     def before_place(self, ctx) -> None:
+        if not self.grown:
+            return
         for j in [j for j in self.grown if ctx.jobs[j].state is not JobState.RUNNING]:
             del self.grown[j]   # finished or stopped: its original size comes back with it
         if not self.grown:

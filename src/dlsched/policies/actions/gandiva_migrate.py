@@ -64,9 +64,13 @@ class GandivaMigrate(Action):
     def _save_round(self):
         """round state: the counters moves and defrags (see gandiva_common.saved_round_state)."""
         moves, defrags = self.moves, self.defrags
+        last = self._saved_fn
+        if last is not None and last[0] == (moves, defrags):
+            return last[1]   # it captures only these two ints: the same function
 
         def restore(c) -> None:
             c.moves, c.defrags = moves, defrags
+        self._saved_fn = ((moves, defrags), restore)
         return restore
 
     _round_state = saved_round_state(_save_round)
@@ -87,6 +91,7 @@ class GandivaMigrate(Action):
         self.moves = 0          # migrations decided (both kinds)
         self.defrags = 0        # jobs placed by defragmentation
         self._searched_at: float | None = None   # the last round that searched (_best_node)
+        self._saved_fn = None   # _save_round's last closure
 
     def observe(self, now: float, events: list, applied) -> None:
         self.clock.observe(now, events, applied)
@@ -106,6 +111,10 @@ class GandivaMigrate(Action):
         return t - 1e-6   # a little early: the round then runs (float noise in the checks)
 
     def before_place(self, ctx) -> None:
+        if not ctx.queue:
+            ts = find_action(ctx, GandivaTimeslice, self)
+            if ts is None or not ts.rings:
+                return   # nobody waits and nothing is parked (as _to_freed and _defrag find)
         budget = self.max_moves
         if self.to_freed:
             budget = self._to_freed(ctx, budget)

@@ -59,6 +59,10 @@ def _mix(models) -> tuple:
     return tuple(sorted(str(m) for m in models))
 
 
+def _restore_empty(c) -> None:
+    c.kept, c.undone, c.log, c.judged, c.solo = set(), set(), [], [], {}
+
+
 @register("action", "gandiva_pack", source="Xiao et al., OSDI 2018 (Gandiva, seed 001 Table 1)")
 class GandivaPack(Action):
     """Gandiva packing: time-sliced jobs light enough run together; kept when faster than slicing."""
@@ -69,9 +73,7 @@ class GandivaPack(Action):
         """round state: kept, undone, log (of immutable tuples), judged (flat dicts) and solo;
         see gandiva_common.saved_round_state."""
         if not (self.kept or self.undone or self.log or self.judged or self.solo):
-            def restore(c) -> None:
-                c.kept, c.undone, c.log, c.judged, c.solo = set(), set(), [], [], {}
-            return restore
+            return _restore_empty
         kept, undone, log, solo = set(self.kept), set(self.undone), list(self.log), dict(self.solo)
         judged = [dict(d) for d in self.judged]
 
@@ -107,9 +109,10 @@ class GandivaPack(Action):
         self._jobs = self._cluster = None  # the last round's records and cluster
 
     def observe(self, now: float, events: list, applied) -> None:
-        for e in events:
-            if isinstance(e, JobFinish):
-                self.solo.pop(e.job_id, None)   # never packed again
+        if self.solo:
+            for e in events:
+                if isinstance(e, JobFinish):
+                    self.solo.pop(e.job_id, None)   # never packed again
 
     def quiet_until(self, now: float, running) -> float:
         """Time moves one thing alone: a profiling window ends. A ring that could be packed

@@ -88,9 +88,14 @@ class GandivaTimeslice(Action):
         _fingerprint (immutable) and _changed; see gandiva_common.saved_round_state."""
         nxt, fp, changed = self._next, self._fingerprint, self._changed
         if not (self.rings or self.ring_of or self.costed):
+            last = self._empty_saved
+            if last is not None and last[0] == (nxt, fp, changed):
+                return last[1]   # it captures only these immutable values: the same function
+
             def restore(c) -> None:
                 c.rings, c.ring_of, c.costed = {}, {}, set()
                 c._next, c._fingerprint, c._changed = nxt, fp, changed
+            self._empty_saved = ((nxt, fp, changed), restore)
             return restore
         rings = {rid: r.copy() for rid, r in self.rings.items()}
         ring_of, costed = dict(self.ring_of), set(self.costed)
@@ -129,14 +134,16 @@ class GandivaTimeslice(Action):
         self._fingerprint: tuple = ()
         self._changed = False
         self._jobs = None                 # the records (ctx.jobs) of the last round
+        self._empty_saved = None          # _save_round's last closure for an empty state
 
     # -- hooks ---------------------------------------------------------------------------------
 
     def observe(self, now: float, events: list, applied) -> None:
         self.clock.observe(now, events, applied)
-        for e in events:
-            if isinstance(e, JobFinish):
-                self.costed.discard(e.job_id)   # never resumed again
+        if self.costed:
+            for e in events:
+                if isinstance(e, JobFinish):
+                    self.costed.discard(e.job_id)   # never resumed again
 
     def quiet_until(self, now: float, running) -> float:
         """Time moves one thing alone: a turn ends (quantum_s since it began, and the holder
@@ -190,6 +197,8 @@ class GandivaTimeslice(Action):
         if not self.enabled:
             return
         self._jobs = ctx.jobs
+        if not self.rings:
+            return   # (most rounds of a trace the cluster holds: nothing to tidy, rotate or park)
         for ring in list(self.rings.values()):
             self._sync(ctx, ring)
         for ring in list(self.rings.values()):
