@@ -7,7 +7,9 @@
 - gandiva_place: a job of one worker is placed without `_packed_order` / `_pick_free`
   (`_place_one`), and the loads of Algorithm 1 are taken over the nodes of the job's size alone;
   both are compared here, at every placement of random workloads, with the general path and
-  with the pass over every node.
+  with the pass over every node. With numba, the steps of Algorithm 1 for a job of one worker
+  are compiled passes (`_one_step_py`, `_tightest_py`): compared at every `_get_nodes` with the
+  numpy path.
 """
 import copy
 
@@ -181,6 +183,7 @@ def checked_place(monkeypatch):
         seen["loads"] += 1
         return got
 
+    monkeypatch.setattr(gandiva_place, "_one_step", lambda: None)   # the numpy path (no numba)
     monkeypatch.setattr(gandiva_place.GandivaPlace, "_place", checked)
     monkeypatch.setattr(gandiva_place.GandivaPlace, "_place_one", counted_one)
     monkeypatch.setattr(gandiva_place._NodeView, "load", checked_load)
@@ -198,3 +201,52 @@ def test_one_worker_placement_equals_the_general_path(checked_place, seed):
     seen = checked_place
     assert seen["calls"] > 100 and seen["loads"] > 100
     assert seen["one"] > 20 and 10 < seen["one_placed"] < seen["one"]   # placed, and found no room
+
+
+@pytest.fixture
+def checked_step(monkeypatch):
+    """At every `_get_nodes`: the answer with the compiled first step for one worker against the
+    numpy path (`_one_step` answering None), on a fork of the round's transaction."""
+    if gandiva_place._one_step() is None:
+        pytest.skip("numba is not available: the numpy path is the only one")
+    monkeypatch.setattr(gandiva_place, "JIT_AFTER", 0)      # compiled from the first job
+    seen = {"calls": 0, "compiled": 0, "placed": 0}
+    get_nodes, step = gandiva_place.GandivaPlace._get_nodes, gandiva_place._one_step
+
+    def checked(self, ctx, view, rec, tasks, size):
+        fork = ctx.txn.fork()
+        ref_ctx = RoundContext(ctx.snap, fork, ctx.now, ctx.jobs, ctx.queue, ctx.rng, ctx._sched, ctx.stats)
+        ref_view = gandiva_place._NodeView(ref_ctx, view.aff)
+        monkeypatch.setattr(gandiva_place, "_one_step", lambda: None)
+        try:
+            ref = get_nodes(self, ref_ctx, ref_view, rec, tasks, size)
+        finally:
+            monkeypatch.setattr(gandiva_place, "_one_step", step)
+        got = get_nodes(self, ctx, view, rec, tasks, size)
+        assert got == ref
+        assert ctx.txn.reserved(rec.job_id) == fork.reserved(rec.job_id)
+        assert (ctx.txn.free == fork.free).all() and (ctx.txn.gpu_load == fork.gpu_load).all()
+        seen["calls"] += 1
+        seen["compiled"] += len(tasks) == 1
+        seen["placed"] += bool(got) and len(tasks) == 1
+        return got
+
+    monkeypatch.setattr(gandiva_place.GandivaPlace, "_get_nodes", checked)
+    return seen
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_compiled_first_step_equals_the_numpy_path(checked_step, seed):
+    _run(Scheduler, _cluster(groups=0), _jobs(seed, n=80), params=PARAMS)
+    _run(Scheduler, _cluster(groups=2), _jobs(seed + 5, n=80), params=PARAMS)
+    _run(Scheduler, _cluster(groups=0), _jobs(seed + 20, n=80, cpus=(12, 2)), params=PARAMS)
+    _run(Scheduler, _cluster(3, groups=0), _jobs(seed + 30, n=80, cpus=(14,)), policy="gandiva-reactive")
+    # nodes of two sizes (the load is per GPU; GPU slots a node does not have are -1)
+    mixed = cluster_from_dict({"node_groups": [
+        {"count": 3, "gpus": 2, "gpu_type": "P100", "gpu_mem_gb": 16, "cpus": 16, "mem_gb": 128},
+        {"count": 2, "gpus": 8, "gpu_type": "V100", "gpu_mem_gb": 32, "gpus_per_group": 4, "cpus": 64,
+         "mem_gb": 512}]})
+    _run(Scheduler, mixed, _jobs(seed + 40, n=80, cpus=(2, 6)), params=PARAMS)
+    _run(Scheduler, mixed, _jobs(seed + 50, n=80), policy="gandiva-reactive")
+    seen = checked_step
+    assert seen["calls"] > 200 and seen["compiled"] > 100 and 20 < seen["placed"] < seen["compiled"]
