@@ -169,6 +169,8 @@ class GandivaMigrate(Action):
         for rec in ctx.queue:
             if budget <= 0 or tries <= 0:
                 return
+            if sum(t.demand[GPU] for t in rec.tasks) < 2 - 1e-6:
+                continue   # fewer than 2 GPUs in all its tasks, so in its unplaced ones (below)
             if (rec.job_id in txn.decided or rec.job_id in txn.released or rec.job_id in ring_of
                     or rec.placed or not is_whole_dl(rec)
                     or rec.state not in (JobState.PENDING, JobState.SUSPENDED)):

@@ -626,8 +626,11 @@ class _NodeView:
 def _size(rec) -> float:
     """A job's size for affinity: its total GPUs (a DL job), or one task's GPUs (a bag of
     independent tasks, whose tasks do not run together)."""
+    tasks = rec.tasks
+    if len(tasks) == 1:                      # (most jobs: the sum and the max of one demand)
+        return float(tasks[0].demand[GPU])
     if rec.spec.kind == "dl":
-        return float(sum(t.demand[GPU] for t in rec.tasks))
+        return float(sum(t.demand[GPU] for t in tasks))
     return float(max((t.demand[GPU] for t in rec.tasks), default=0.0))
 
 
