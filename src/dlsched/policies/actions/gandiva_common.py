@@ -265,11 +265,43 @@ class ChangedJobs:
         return jobs if self.live else None
 
 
-def find_action(ctx, cls):
-    """The profile's instance of an action class, or None (actions cooperate through it)."""
-    return ctx.action(cls)
+def find_action(ctx, cls, owner=None):
+    """The profile's instance of an action class, or None (actions cooperate through it).
+    With `owner` (the asking component) the answer is kept on it for the round's scheduler:
+    a profile's components do not change, and ctx.action's isinstance checks against the
+    Protocol classes cost a few microseconds each, several times a round."""
+    if owner is None:
+        return ctx.action(cls)
+    sched = getattr(ctx, "_sched", None)
+    memo = owner.__dict__.get("_found_actions")
+    if memo is None or memo[0] is not sched:
+        memo = owner._found_actions = (sched, {})
+    found = memo[1]
+    if cls not in found:
+        found[cls] = ctx.action(cls)
+    return found[cls]
 
 
 def is_whole_dl(rec) -> bool:
     """A DL job with GPUs, all of its tasks placed or none (what the mechanisms act on)."""
     return rec.spec.kind == "dl" and any(t.demand[GPU] > 0 for t in rec.tasks)
+
+
+# -- round state, saved cheaply -------------------------------------------------------------------
+def saved_round_state(save):
+    """The `_round_state` property that each Gandiva component lists as its one round_state
+    attribute, in place of its round-mutable attributes themselves.
+
+    The framework deep-copies every round_state attribute before each round (and puts the copy
+    back when the round is not carried out). A generic deepcopy of each attribute, once per
+    round, cost more than the rest of Gandiva's round on the whole Philly trace (16 deep copies
+    of, there, empty containers at each of 173,134 rounds). Instead, reading `_round_state`
+    calls `save(component)`, which copies the attributes itself (knowing what in them is
+    immutable and can be shared: a Ring's home, a log's tuples) and returns a function
+    `restore(component)` that sets them back from fresh copies of what it saved (it may be
+    called more than once). copy.deepcopy hands a function back as it is (functions are
+    atomic to it, as documented), so the framework's copy of the property's value is the
+    closure itself, and writing the property (the framework putting a round back) calls it."""
+    def put(self, restore) -> None:
+        restore(self)
+    return property(save, put, doc="round state (see gandiva_common.saved_round_state)")

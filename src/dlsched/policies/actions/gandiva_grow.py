@@ -27,7 +27,7 @@ import numpy as np
 
 from dlsched.core.types import GPU, Role, TaskPlacement, TaskSpec
 from dlsched.policies.actions.gandiva_common import (ChangedJobs, RestartClock, find_action, is_whole_dl,
-                                                     pick_gpus_affine, resize)
+                                                     saved_round_state, pick_gpus_affine, resize)
 from dlsched.policies.actions.gandiva_timeslice import GandivaTimeslice
 from dlsched.scheduler.context import JobState
 from dlsched.scheduler.framework import Action, register
@@ -41,7 +41,25 @@ _EPS = 1e-9
 class GandivaGrow(Action):
     """Gandiva grow-shrink: jobs that scale take idle GPUs while the cluster is light, give them back on arrivals."""
     needs = frozenset(('costed_switches', 'resize'))  # backend capabilities (dlsched.scheduler.backend)
-    round_state = ("grown", "grows", "shrinks")
+    round_state = ("_round_state",)
+
+    def _save_round(self):
+        """round state: grown (job -> an immutable tuple), grows and shrinks (see
+        gandiva_common.saved_round_state)."""
+        grows, shrinks = self.grows, self.shrinks
+        if not self.grown:
+            last = self._saved_fn
+            if last is not None and last[0] == (grows, shrinks):
+                return last[1]   # it captures only these two ints (and an empty dict's copy)
+        grown = dict(self.grown)
+
+        def restore(c) -> None:
+            c.grown, c.grows, c.shrinks = dict(grown), grows, shrinks
+        if not grown:
+            self._saved_fn = ((grows, shrinks), restore)
+        return restore
+
+    _round_state = saved_round_state(_save_round)
 
     def __init__(self, max_factor: int = 4, min_gain: float = 0.5, min_free_frac: float = 0.25,
                  min_run_s: float = 300.0, min_shrink_s: float = 30.0, host_gbps: float = 80.0,
@@ -67,6 +85,7 @@ class GandivaGrow(Action):
         self._changed = ChangedJobs()
         self._cands: dict = {}                # see _candidates
         self._cands_cluster = None
+        self._saved_fn = None                 # _save_round's last closure for an empty `grown`
 
     # -- shrink: before placement ---------------------------------------------------------------
 
@@ -75,6 +94,8 @@ class GandivaGrow(Action):
         self._changed.observe(events, applied)
 
     def before_place(self, ctx) -> None:
+        if not self.grown:
+            return
         for j in [j for j in self.grown if ctx.jobs[j].state is not JobState.RUNNING]:
             del self.grown[j]   # finished or stopped: its original size comes back with it
         if not self.grown:
@@ -82,7 +103,7 @@ class GandivaGrow(Action):
         txn = ctx.txn
         want = sum(sum(t.demand[GPU] for t in rec.unplaced()) for rec in ctx.queue
                    if rec.spec.kind == "dl" and rec.job_id not in txn.decided and not rec.placed)
-        ts = find_action(ctx, GandivaTimeslice)
+        ts = find_action(ctx, GandivaTimeslice, self)
         if ts is not None:
             for ring in ts.rings.values():
                 want += sum(sum(t.demand[GPU] for t in ctx.jobs[m].tasks) for m in ts.parked(ctx, ring))
@@ -144,6 +165,10 @@ class GandivaGrow(Action):
         return cands
 
     def _static(self, ctx, rec):
+        spec = rec.spec
+        if (spec.kind != "dl" or spec.comm != "allreduce"
+                or self._speed_model(ctx.snap.cluster).params.model(spec.model) is None):
+            return None   # no model: no predicted speed-up (_iter_time is None), never grows
         if (rec.state is not JobState.RUNNING or rec.unplaced() or not is_whole_dl(rec)
                 or len(rec.tasks) != len(rec.spec.tasks)):
             return None
@@ -176,7 +201,7 @@ class GandivaGrow(Action):
         if any(rec.spec.kind == "dl" and rec.job_id not in txn.decided and not rec.placed
                and rec.state is not JobState.REJECTED for rec in ctx.queue):
             return   # somebody waits: not lightly loaded
-        ts = find_action(ctx, GandivaTimeslice)
+        ts = find_action(ctx, GandivaTimeslice, self)
         if ts is not None and any(ts.parked(ctx, ring) for ring in ts.rings.values()):
             return
         up = ctx.snap.up

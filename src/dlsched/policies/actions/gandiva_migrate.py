@@ -45,7 +45,8 @@ import numpy as np
 
 from dlsched.core.types import GPU
 from dlsched.policies.actions.gandiva_common import (RestartClock, demands, find_action, is_whole_dl,
-                                                     move, start_on, trial_placement, usable_nodes)
+                                                     saved_round_state, move, start_on, trial_placement,
+                                                     usable_nodes)
 from dlsched.policies.actions.gandiva_timeslice import GandivaTimeslice
 from dlsched.scheduler.context import JobState
 from dlsched.scheduler.framework import Action, register
@@ -58,7 +59,21 @@ _EPS = 1e-9
 class GandivaMigrate(Action):
     """Gandiva migration: time-sliced jobs move to freed GPUs; defragmentation for multi-GPU jobs."""
     needs = frozenset(('costed_switches', 'migration'))  # backend capabilities (dlsched.scheduler.backend)
-    round_state = ("moves", "defrags")
+    round_state = ("_round_state",)
+
+    def _save_round(self):
+        """round state: the counters moves and defrags (see gandiva_common.saved_round_state)."""
+        moves, defrags = self.moves, self.defrags
+        last = self._saved_fn
+        if last is not None and last[0] == (moves, defrags):
+            return last[1]   # it captures only these two ints: the same function
+
+        def restore(c) -> None:
+            c.moves, c.defrags = moves, defrags
+        self._saved_fn = ((moves, defrags), restore)
+        return restore
+
+    _round_state = saved_round_state(_save_round)
 
     def __init__(self, to_freed: bool = True, defrag: bool = True, max_moves: int = 4,
                  min_run_s: float = 300.0, max_tries: int = 4, max_nodes: int = 4,
@@ -76,6 +91,7 @@ class GandivaMigrate(Action):
         self.moves = 0          # migrations decided (both kinds)
         self.defrags = 0        # jobs placed by defragmentation
         self._searched_at: float | None = None   # the last round that searched (_best_node)
+        self._saved_fn = None   # _save_round's last closure
 
     def observe(self, now: float, events: list, applied) -> None:
         self.clock.observe(now, events, applied)
@@ -95,6 +111,10 @@ class GandivaMigrate(Action):
         return t - 1e-6   # a little early: the round then runs (float noise in the checks)
 
     def before_place(self, ctx) -> None:
+        if not ctx.queue:
+            ts = find_action(ctx, GandivaTimeslice, self)
+            if ts is None or not ts.rings:
+                return   # nobody waits and nothing is parked (as _to_freed and _defrag find)
         budget = self.max_moves
         if self.to_freed:
             budget = self._to_freed(ctx, budget)
@@ -103,7 +123,7 @@ class GandivaMigrate(Action):
 
     # -- time-sliced jobs to freed GPUs ---------------------------------------------------------
     def _to_freed(self, ctx, budget: int) -> int:
-        ts = find_action(ctx, GandivaTimeslice)
+        ts = find_action(ctx, GandivaTimeslice, self)
         if ts is None or not ts.rings:
             return budget
         free_gpus = float(np.clip(ctx.txn.free[ctx.snap.up, GPU], 0, None).sum())
@@ -137,8 +157,10 @@ class GandivaMigrate(Action):
 
     # -- defragmentation ------------------------------------------------------------------------
     def _defrag(self, ctx, budget: int) -> None:
+        if not ctx.queue:
+            return   # nobody waits (most rounds: a finish)
         txn = ctx.txn
-        ts = find_action(ctx, GandivaTimeslice)
+        ts = find_action(ctx, GandivaTimeslice, self)
         ring_of = ts.ring_of if ts is not None else {}
         cluster = ctx.snap.cluster
         cap = cluster.capacity
@@ -147,11 +169,15 @@ class GandivaMigrate(Action):
         for rec in ctx.queue:
             if budget <= 0 or tries <= 0:
                 return
+            if sum(t.demand[GPU] for t in rec.tasks) < 2 - 1e-6:
+                continue   # fewer than 2 GPUs in all its tasks, so in its unplaced ones (below)
             if (rec.job_id in txn.decided or rec.job_id in txn.released or rec.job_id in ring_of
                     or rec.placed or not is_whole_dl(rec)
                     or rec.state not in (JobState.PENDING, JobState.SUSPENDED)):
                 continue
             tasks = rec.unplaced()
+            if sum(t.demand[GPU] for t in tasks) < 2 - 1e-6:
+                continue   # (need[GPU] below: the same sum; a margin for another order of adding)
             need = np.sum([t.vector for t in tasks], axis=0)
             if need[GPU] < 2 - _EPS:
                 continue

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 
-from dlsched.policies.actions.gandiva_common import find_action
+from dlsched.policies.actions.gandiva_common import find_action, saved_round_state
 from dlsched.policies.actions.gandiva_timeslice import GandivaTimeslice
 from dlsched.scheduler.context import JobState
 from dlsched.scheduler.events import JobFinish
@@ -59,11 +59,30 @@ def _mix(models) -> tuple:
     return tuple(sorted(str(m) for m in models))
 
 
+def _restore_empty(c) -> None:
+    c.kept, c.undone, c.log, c.judged, c.solo = set(), set(), [], [], {}
+
+
 @register("action", "gandiva_pack", source="Xiao et al., OSDI 2018 (Gandiva, seed 001 Table 1)")
 class GandivaPack(Action):
     """Gandiva packing: time-sliced jobs light enough run together; kept when faster than slicing."""
     needs = frozenset(('costed_switches', 'gpu_sharing', 'preemption'))  # backend capabilities (dlsched.scheduler.backend)
-    round_state = ("kept", "undone", "log", "judged", "solo")
+    round_state = ("_round_state",)
+
+    def _save_round(self):
+        """round state: kept, undone, log (of immutable tuples), judged (flat dicts) and solo;
+        see gandiva_common.saved_round_state."""
+        if not (self.kept or self.undone or self.log or self.judged or self.solo):
+            return _restore_empty
+        kept, undone, log, solo = set(self.kept), set(self.undone), list(self.log), dict(self.solo)
+        judged = [dict(d) for d in self.judged]
+
+        def restore(c) -> None:
+            c.kept, c.undone, c.log, c.solo = set(kept), set(undone), list(log), dict(solo)
+            c.judged = [dict(d) for d in judged]
+        return restore
+
+    _round_state = saved_round_state(_save_round)
 
     def __init__(self, max_util: float = 1.0, max_jobs: int = 2, window_s: float = 120.0,
                  margin: float = 0.0, profile_first: bool = True, enabled: bool = True) -> None:
@@ -89,13 +108,11 @@ class GandivaPack(Action):
         self._rings: dict = {}             # gandiva_timeslice's rings (seen at the last round)
         self._jobs = self._cluster = None  # the last round's records and cluster
 
-    def act(self, ctx) -> None:
-        """Nothing after placement: packing is decided before it (see before_place)."""
-
     def observe(self, now: float, events: list, applied) -> None:
-        for e in events:
-            if isinstance(e, JobFinish):
-                self.solo.pop(e.job_id, None)   # never packed again
+        if self.solo:
+            for e in events:
+                if isinstance(e, JobFinish):
+                    self.solo.pop(e.job_id, None)   # never packed again
 
     def quiet_until(self, now: float, running) -> float:
         """Time moves one thing alone: a profiling window ends. A ring that could be packed
@@ -144,7 +161,7 @@ class GandivaPack(Action):
         """Judge the packs whose window is over, pack the rings that qualify. Runs before the
         time-slicing rotation (the profile lists gandiva_pack first), so a ring is packed
         instead of starting another turn."""
-        ts = find_action(ctx, GandivaTimeslice)
+        ts = find_action(ctx, GandivaTimeslice, self)
         if ts is None or not self.enabled:
             return
         self._rings = ts.rings

@@ -43,6 +43,7 @@ gandiva_pack, gandiva_migrate and gandiva_grow.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -70,6 +71,7 @@ class GandivaPlace(Place):
         # change (a round used to start with a pass over every running job).
         self._affinity: _Affinity | None = None
         self._changed = ChangedJobs()
+        self._one_jobs = 0          # jobs of one worker placed so far (see JIT_AFTER)
 
     def observe(self, now: float, events: list, applied) -> None:
         """Note the jobs whose placements may have changed (the affinity view is updated for
@@ -119,10 +121,14 @@ class GandivaPlace(Place):
     def _get_nodes(self, ctx, view: "_NodeView", rec, tasks, size: float) -> bool:
         """Reserve the job's tasks per Algorithm 1; True when all of them are reserved."""
         ok = view.eligible(rec.spec)
-        load = view.load()
-        nodes0 = np.flatnonzero(ok & view.has_size(size))
-        nodes1 = nodes0[np.abs(load[nodes0] - load[nodes0].min()) < _EPS] if len(nodes0) else nodes0
-        if len(nodes1) and load[nodes1[0]] < 1 and self._place(ctx, rec, tasks, nodes1):
+        step = None
+        if len(tasks) == 1 and tasks[0].demand[GPU] > 0:
+            self._one_jobs += 1      # compiled only for long runs: loading it costs ~0.5 s
+            step = _one_step() if self._one_jobs > JIT_AFTER else None
+        if step is not None:
+            return self._get_nodes_one(ctx, view, rec, tasks, size, ok, step)
+        nodes1 = self._nodes1(view, ok, size)
+        if len(nodes1) and view.load(nodes1[:1])[0] < 1 and self._place(ctx, rec, tasks, nodes1):
             return True                                    # same affinity with free GPUs
         nodes2 = np.flatnonzero(ok & view.unallocated())
         if view.gpus[nodes2].sum() >= size - _EPS and self._place(ctx, rec, tasks, nodes2):
@@ -130,9 +136,79 @@ class GandivaPlace(Place):
         nodes3 = np.flatnonzero(ok & (ctx.txn.free[:, GPU] > _EPS))
         if len(nodes3) and self._place(ctx, rec, tasks, nodes3):
             return True                                    # relax the affinity constraint
-        if len(nodes1) and self.oversubscribe and self._place(ctx, rec, tasks, nodes1, over=True):
+        if self.oversubscribe and nodes1 is None:
+            nodes1 = self._nodes1(view, ok, size)
+        if self.oversubscribe and len(nodes1) and self._place(ctx, rec, tasks, nodes1, over=True):
             return True                                    # over-subscribe (time-share GPUs)
         return False                                       # the job stays queued
+
+    def _get_nodes_one(self, ctx, view, rec, tasks, size: float, ok: np.ndarray, step) -> bool:
+        """`_get_nodes` for a job of one worker and nothing else (most jobs of a trace): each
+        step's node chosen by a compiled pass (`_one_step_py`, `_tightest_py`: the answers of
+        `_place_one` on nodes1, nodes2 and nodes3), then reserved as `_pick_free` does. Where
+        `_pick_free` would go past that node (affinity groups, max_load) the step's node set
+        is built and `_place` asked, as in `_get_nodes`."""
+        txn = ctx.txn
+        task = tasks[0]
+        floor = task.vector - _EPS
+        nodes1 = None                                      # built only where needed
+        # 1. same affinity, least loaded, with free GPUs
+        best = step(ok, view.has_size(size), txn.gpu_load, view.gpus, txn.free, floor)
+        if best >= 0:
+            if self._take_one(txn, rec.job_id, task, best):
+                return True
+            nodes1 = self._nodes1(view, ok, size)
+            if self._place(ctx, rec, tasks, nodes1):
+                return True
+        elif best == _NOBODY_FITS:
+            txn.discard(rec.job_id)                        # as _place: nothing fits there
+        # 2. unallocated servers, when they have the GPUs
+        unalloc = view.unallocated()
+        best = _tightest(ok, unalloc, True, view.gpus, size - _EPS, txn.free, floor)
+        if best >= 0:
+            if self._take_one(txn, rec.job_id, task, best):
+                return True
+            if self._place(ctx, rec, tasks, np.flatnonzero(ok & unalloc)):
+                return True
+        elif best == _NOBODY_FITS:
+            txn.discard(rec.job_id)
+        # 3. any node with free GPUs (affinity relaxed)
+        best = _tightest(ok, ok, False, view.gpus, 0.0, txn.free, floor)
+        if best >= 0:
+            if self._take_one(txn, rec.job_id, task, best):
+                return True
+            if self._place(ctx, rec, tasks, np.flatnonzero(ok & (txn.free[:, GPU] > _EPS))):
+                return True
+        elif best == _NOBODY_FITS:
+            txn.discard(rec.job_id)
+        # 4. over-subscription
+        if self.oversubscribe:
+            if nodes1 is None:
+                nodes1 = self._nodes1(view, ok, size)
+            if len(nodes1) and self._place(ctx, rec, tasks, nodes1, over=True):
+                return True
+        return False
+
+    @staticmethod
+    def _nodes1(view, ok: np.ndarray, size: float) -> np.ndarray:
+        """Algorithm 1's nodes1: the least-loaded of the nodes whose affinity includes `size`."""
+        nodes0 = np.flatnonzero(ok & view.has_size(size))
+        if not len(nodes0):
+            return nodes0
+        load0 = view.load(nodes0)                      # the loads of nodes0 alone
+        return nodes0[np.abs(load0 - load0.min()) < _EPS]
+
+    def _take_one(self, txn, job_id: str, task, node: int) -> bool:
+        """Reserve the one worker on `node`, the tightest that holds it, as `_pick_free` does
+        there; False (nothing reserved) when `_pick_free` would not stop at it (affinity
+        groups, or its GPUs over max_load)."""
+        if txn.snap.cluster.nodes[node].gpus_per_group:
+            return False
+        gpu_ids = txn.pick_gpus(node, task.demand[GPU])
+        if not self._under_cap(txn, node, gpu_ids):
+            return False
+        txn.reserve(job_id, task, node, gpu_ids=gpu_ids)
+        return True
 
     def _place(self, ctx, rec, tasks, nodes: np.ndarray, over: bool = False) -> bool:
         """Reserve every task of the job on `nodes` (workers) or wherever it fits (parameter
@@ -140,6 +216,10 @@ class GandivaPlace(Place):
         txn = ctx.txn
         workers = [t for t in tasks if t.demand[GPU] > 0]
         others = [t for t in tasks if t.demand[GPU] <= 0]
+        if not over and not others and len(workers) == 1:
+            one = self._place_one(txn, rec.job_id, workers[0], nodes)
+            if one is not None:
+                return one
         order = nodes if over else self._packed_order(txn.free, nodes, workers)
         used: list[int] = []
         for i, task in enumerate(workers):
@@ -152,13 +232,37 @@ class GandivaPlace(Place):
             txn.reserve(rec.job_id, task, node, gpu_ids=gpu_ids)
             if node not in used:
                 used.append(node)
-        rest = np.flatnonzero(ctx.snap.up)
+        rest = np.flatnonzero(ctx.snap.up) if others else ()
         for task in others:
             node = self._first_fit(txn.free, task, [*used, *rest])
             if node is None:
                 txn.discard(rec.job_id)
                 return False
             txn.reserve(rec.job_id, task, node)
+        return True
+
+    def _place_one(self, txn, job_id: str, task, nodes: np.ndarray) -> bool | None:
+        """`_place` for a job of one worker and nothing else (most jobs of a trace), with fewer
+        array operations and the same answer, or None where it would differ (ask `_place`).
+
+        For one worker, need (the workers' summed vector) is the task's vector, so the nodes
+        that hold the whole job are those whose free vector covers the task: `_packed_order`
+        puts the tightest of them (fewest free GPUs, then lowest id) first, and `_pick_free`
+        takes it unless its GPUs would exceed max_load. None (nothing reserved) when that node
+        has affinity groups or is over the cap: `_pick_free` would go on down the order."""
+        free = txn.free
+        demand = task.vector
+        fit = nodes[(free[nodes] >= demand - _EPS).all(axis=1)]
+        if not len(fit):
+            txn.discard(job_id)                            # as _place: nothing fits
+            return False
+        best = int(fit[int(np.argmin(free[fit, GPU]))])    # first of the fewest: a stable sort's [0]
+        if txn.snap.cluster.nodes[best].gpus_per_group:
+            return None
+        gpu_ids = txn.pick_gpus(best, task.demand[GPU])
+        if not self._under_cap(txn, best, gpu_ids):
+            return None
+        txn.reserve(job_id, task, best, gpu_ids=gpu_ids)
         return True
 
     @staticmethod
@@ -216,7 +320,8 @@ class GandivaPlace(Place):
         return best
 
     def _under_cap(self, txn, node: int, gpu_ids) -> bool:
-        return all(txn.gpu_load[node, g] + 1 <= self.max_load for g in gpu_ids)
+        load = txn.gpu_load[node].tolist()   # Python ints: no numpy scalar per GPU
+        return all(load[g] + 1 <= self.max_load for g in gpu_ids)
 
     @staticmethod
     def _first_fit(free: np.ndarray, task, nodes) -> int | None:
@@ -225,6 +330,122 @@ class GandivaPlace(Place):
             if (free[n] >= demand - _EPS).all():
                 return int(n)
         return None
+
+
+# -- the first step of Algorithm 1 for a job of one worker, compiled -------------------------------
+_NODES0_EMPTY, _LEAST_FULL, _NOBODY_FITS = -3, -2, -1
+#: jobs of one worker placed through numpy before the compiled steps take over (the same answers;
+#: loading the compiled functions costs about 0.5 s, worth it only for long runs)
+JIT_AFTER = 5000
+_step = None
+_step_missing = False
+
+
+def _one_step():
+    """The compiled `_one_step_py` (and `_tightest`), or None where numba cannot be imported or
+    DLSCHED_JIT is "0" (the numpy path runs). Compiled at the first call and cached on disk by
+    numba."""
+    global _step, _step_missing, _tightest
+    if _step is None and not _step_missing:
+        if os.environ.get("DLSCHED_JIT", "1") == "0":
+            _step_missing = True
+            return None
+        try:
+            import numba
+        except ImportError:
+            _step_missing = True
+            return None
+        _tightest = numba.njit(cache=True, nogil=True)(_tightest_py)
+        _step = numba.njit(cache=True, nogil=True)(_one_step_py)
+    return _step
+
+
+def _tightest_py(ok, sel, by_mask, gpus, need, free, floor):
+    """Steps 2 and 3 of Algorithm 1 for a job of one worker, as `_get_nodes` then `_place_one`
+    take them: the nodes are ok & sel (step 2: sel = the unallocated servers, by_mask) or ok &
+    (free GPUs > eps) (step 3); step 2 is skipped unless their GPUs add up to `need` (size - eps;
+    GPU counts are integers: their sum is exact in any order). Returns the node whose free
+    vector covers the worker (free >= floor) with the fewest free GPUs, then the lowest id;
+    _LEAST_FULL where the step is skipped (no node, or too few GPUs); _NOBODY_FITS."""
+    n_nodes = ok.shape[0]
+    total = 0.0
+    seen = False
+    best = -1
+    best_free = np.inf
+    for n in range(n_nodes):
+        if not ok[n]:
+            continue
+        if by_mask:
+            if not sel[n]:
+                continue
+            total += gpus[n]
+        elif not free[n, GPU] > _EPS:
+            continue
+        seen = True
+        fits = True
+        for r in range(free.shape[1]):
+            if not free[n, r] >= floor[r]:
+                fits = False
+                break
+        if fits and free[n, GPU] < best_free:
+            best = n
+            best_free = free[n, GPU]
+    if not seen or (by_mask and not total >= need):
+        return _LEAST_FULL
+    return best if best >= 0 else _NOBODY_FITS
+
+
+_tightest = _tightest_py
+
+
+def _one_step_py(ok, has, gpu_load, gpus, free, floor):
+    """Algorithm 1's first step for a job of one worker, as `_get_nodes` then `_place_one` take
+    it with numpy, in one pass over the nodes:
+
+        nodes0 = ok & has;  load(n) = sum of n's GPU slots' loads (> 0) / gpus(n)
+        nodes1 = nodes0 with |load - min load| < eps;  skipped if its first node's load >= 1
+        best   = the node of nodes1 whose free vector covers the worker (free >= floor, floor =
+                 demand - eps), fewest free GPUs first, then the lowest id
+
+    Returns best, or _NODES0_EMPTY, _LEAST_FULL (no _place on nodes1) or _NOBODY_FITS. The
+    same float operations in the same order as numpy's (an integer sum, one division, one
+    subtraction per node), so the same answer."""
+    n_nodes = ok.shape[0]
+    loads = np.empty(n_nodes)
+    least = np.inf
+    any0 = False
+    for n in range(n_nodes):
+        if ok[n] and has[n]:
+            s = 0
+            for g in range(gpu_load.shape[1]):
+                v = gpu_load[n, g]
+                if v > 0:
+                    s += v
+            x = s / gpus[n]
+            loads[n] = x
+            if x < least:
+                least = x
+            any0 = True
+    if not any0:
+        return _NODES0_EMPTY
+    first = -1
+    best = -1
+    best_free = np.inf
+    for n in range(n_nodes):
+        if ok[n] and has[n] and abs(loads[n] - least) < _EPS:
+            if first < 0:
+                first = n
+                if not loads[n] < 1:
+                    return _LEAST_FULL
+            fits = True
+            for r in range(free.shape[1]):
+                if not free[n, r] >= floor[r]:
+                    fits = False
+                    break
+            if fits and free[n, GPU] < best_free:
+                best = n
+                best_free = free[n, GPU]
+    return best if best >= 0 else _NOBODY_FITS
 
 
 def _last_placements(txn, job_id: str) -> tuple:
@@ -311,6 +532,9 @@ class _Affinity:
 
 
 def _gpu_nodes(placements) -> frozenset:
+    if len(placements) == 1:                 # (most jobs: one task)
+        for tp in placements:
+            return frozenset((tp.node,)) if tp.gpu_ids else frozenset()
     return frozenset(tp.node for tp in placements if tp.gpu_ids)
 
 
@@ -326,6 +550,7 @@ class _NodeView:
         self.aff = aff
         self.delta: dict[int, dict[float, int]] = {}   # node -> size -> jobs added (or removed)
         self._masks: dict = {}   # has_size / unallocated masks, until the next add_job
+        self._ones = None        # load(): a vector of ones, one per GPU slot
         # The round's decisions so far (earlier actions): the placements they leave each job.
         decided: dict[str, tuple] = {}
         for d in ctx.txn.plan.decisions:
@@ -385,17 +610,27 @@ class _NodeView:
             self._masks[None] = m
         return self._masks[None]
 
-    def load(self) -> np.ndarray:
-        """Tasks per GPU of every node (0 for nodes without GPUs)."""
-        gl = np.maximum(self.ctx.txn.gpu_load, 0).sum(axis=1)
-        return np.divide(gl, self.gpus, out=np.zeros(len(self.gpus)), where=self.gpus > 0)
+    def load(self, nodes: np.ndarray) -> np.ndarray:
+        """Tasks per GPU of each of `nodes` (nodes with GPUs; eligible() leaves out the others).
+        Integer counts summed (exact in any order, in float64 too: the row sums are small
+        integers) then divided: the values a pass over every node gives for these. The sums are
+        a matrix-vector product over all nodes, then indexed (an int32 sum along each row of
+        the selected rows took 4x as long)."""
+        gl = self.ctx.txn.gpu_load
+        ones = self._ones
+        if ones is None or len(ones) != gl.shape[1]:
+            ones = self._ones = np.ones(gl.shape[1])
+        return np.maximum(gl, 0).dot(ones)[nodes] / self.gpus[nodes]
 
 
 def _size(rec) -> float:
     """A job's size for affinity: its total GPUs (a DL job), or one task's GPUs (a bag of
     independent tasks, whose tasks do not run together)."""
+    tasks = rec.tasks
+    if len(tasks) == 1:                      # (most jobs: the sum and the max of one demand)
+        return float(tasks[0].demand[GPU])
     if rec.spec.kind == "dl":
-        return float(sum(t.demand[GPU] for t in rec.tasks))
+        return float(sum(t.demand[GPU] for t in tasks))
     return float(max((t.demand[GPU] for t in rec.tasks), default=0.0))
 
 

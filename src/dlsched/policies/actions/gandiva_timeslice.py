@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from dlsched.core import types as T
 from dlsched.core.types import GPU
 from dlsched.policies.actions.gandiva_common import (RestartClock, fits_except_gpu, is_whole_dl,
-                                                     start_on, suspend)
+                                                     saved_round_state, start_on, suspend)
 from dlsched.scheduler.context import JobState
 from dlsched.scheduler.events import JobFinish
 from dlsched.scheduler.framework import Action, register
@@ -59,6 +59,11 @@ class Ring:
     packed_since: float | None = None   # gandiva_pack: when the members were packed
     pack_verdict: str = ""       # gandiva_pack: "", "kept"
 
+    def copy(self) -> "Ring":
+        """An independent copy (home and shape are immutable tuples: shared)."""
+        return Ring(self.rid, self.home, self.shape, list(self.members), self.since,
+                    self.packed_since, self.pack_verdict)
+
     @property
     def home_set(self) -> frozenset:
         return frozenset(self.home)
@@ -76,7 +81,32 @@ def shape_of(rec) -> tuple:
 class GandivaTimeslice(Action):
     """Gandiva time slicing: jobs of one size take turns of a quantum on shared GPUs (over-subscription)."""
     needs = frozenset(('costed_switches', 'preemption'))  # backend capabilities (dlsched.scheduler.backend)
-    round_state = ("rings", "ring_of", "_next", "costed", "_fingerprint", "_changed")
+    round_state = ("_round_state",)
+
+    def _save_round(self):
+        """round state: rings (each Ring copied: its members change), ring_of, _next, costed,
+        _fingerprint (immutable) and _changed; see gandiva_common.saved_round_state."""
+        nxt, fp, changed = self._next, self._fingerprint, self._changed
+        if not (self.rings or self.ring_of or self.costed):
+            last = self._empty_saved
+            if last is not None and last[0] == (nxt, fp, changed):
+                return last[1]   # it captures only these immutable values: the same function
+
+            def restore(c) -> None:
+                c.rings, c.ring_of, c.costed = {}, {}, set()
+                c._next, c._fingerprint, c._changed = nxt, fp, changed
+            self._empty_saved = ((nxt, fp, changed), restore)
+            return restore
+        rings = {rid: r.copy() for rid, r in self.rings.items()}
+        ring_of, costed = dict(self.ring_of), set(self.costed)
+
+        def restore(c) -> None:
+            c.rings = {rid: r.copy() for rid, r in rings.items()}
+            c.ring_of, c.costed = dict(ring_of), set(costed)
+            c._next, c._fingerprint, c._changed = nxt, fp, changed
+        return restore
+
+    _round_state = saved_round_state(_save_round)
 
     def __init__(self, quantum_s: float = 60.0, max_load: int = 2, min_run_s: float = 30.0,
                  host_gbps: float = 80.0, fixed_s: float = 0.5, restart_s: float = 5.0,
@@ -104,14 +134,16 @@ class GandivaTimeslice(Action):
         self._fingerprint: tuple = ()
         self._changed = False
         self._jobs = None                 # the records (ctx.jobs) of the last round
+        self._empty_saved = None          # _save_round's last closure for an empty state
 
     # -- hooks ---------------------------------------------------------------------------------
 
     def observe(self, now: float, events: list, applied) -> None:
         self.clock.observe(now, events, applied)
-        for e in events:
-            if isinstance(e, JobFinish):
-                self.costed.discard(e.job_id)   # never resumed again
+        if self.costed:
+            for e in events:
+                if isinstance(e, JobFinish):
+                    self.costed.discard(e.job_id)   # never resumed again
 
     def quiet_until(self, now: float, running) -> float:
         """Time moves one thing alone: a turn ends (quantum_s since it began, and the holder
@@ -165,6 +197,8 @@ class GandivaTimeslice(Action):
         if not self.enabled:
             return
         self._jobs = ctx.jobs
+        if not self.rings:
+            return   # (most rounds of a trace the cluster holds: nothing to tidy, rotate or park)
         for ring in list(self.rings.values()):
             self._sync(ctx, ring)
         for ring in list(self.rings.values()):
@@ -220,6 +254,8 @@ class GandivaTimeslice(Action):
         """A job this action suspended may be resumed by plain placement (it left its ring):
         its Resume restores the host-memory checkpoint at this action's cost, not the run's
         restart_delay_s."""
+        if not self.costed:
+            return
         decisions = ctx.txn.plan.decisions
         for i, d in enumerate(decisions):
             if isinstance(d, T.Resume) and d.cost is None and d.job_id in self.costed:
