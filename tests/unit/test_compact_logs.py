@@ -161,6 +161,10 @@ def test_rounds_columns_read_back_and_slice():
     assert list(pickle.loads(pickle.dumps(r))) == rows
     with pytest.raises(IndexError):
         r[3]
+    assert r.pop() == rows[-1] and list(r) == rows[:-1]
+    r.pop(), r.pop()
+    with pytest.raises(IndexError):
+        r.pop()
 
 
 def test_build_result_releasing_the_run_gives_the_same_result():

@@ -557,6 +557,13 @@ class Rounds(ColumnSeq):
     def __len__(self) -> int:
         return len(self._q)
 
+    def pop(self) -> tuple:
+        """Remove and return the last round (a list's pop())."""
+        last = self[-1]
+        del self._f[-2:]
+        del self._q[-1]
+        return last
+
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[k] for k in range(*i.indices(len(self)))]
