@@ -186,3 +186,30 @@ def test_a_view_that_misses_events_is_caught_and_rebuilt():
     s1 = run(jobs, checked)
     assert checked.kept_rebuilds > 0 and checked.count["mismatch"] == 0
     assert decisions(s1) == decisions(run(jobs, scratch()))
+
+
+def test_bucket_pool_chooses_the_nodes_the_scanning_pool_chooses():
+    """The placer's two GPU pools (buckets for large clusters, a scan for small ones) give the
+    same nodes for every request as nodes fill and empty."""
+    import numpy as np
+
+    from dlsched.policies.actions.optimus import _BucketPool, _GpuPool
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        n = int(rng.integers(1, 60))
+        free = np.zeros((n, 5))
+        free[:, 0] = rng.integers(0, 9, n).astype(float)
+        free[:, 1] = rng.integers(0, 33, n).astype(float)
+        up = rng.random(n) > 0.15
+        a, b = _GpuPool(free.copy(), up), _BucketPool(free.copy(), up)
+        for step in range(30):
+            demand = (float(rng.integers(0, 3)), float(rng.integers(0, 9)), 0.0, 0.0, 0.0)
+            dims = tuple(r for r in range(5) if demand[r] > 0)
+            m, need = int(rng.integers(1, 5)), int(np.ceil(demand[0]))
+            got = a.top(m, demand, dims, need)
+            assert got == b.top(m, demand, dims, need), (trial, step)
+            for node in got[:1]:                  # take one task, or give some back
+                delta = -np.array(demand) if rng.random() < 0.7 else np.array(demand)
+                for pool in (a, b):
+                    pool.free[node] += delta
+                    pool.update([node])

@@ -18,6 +18,7 @@ placer").
 """
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
@@ -90,6 +91,54 @@ def _holds(free: list, a: int, wd: list, b: int, pd: list) -> bool:
     return True
 
 
+class _BucketPool(_GpuPool):
+    """The same choice as _GpuPool, with the up nodes bucketed by whole free GPUs once per round
+    (ascending ids in each bucket): building the buckets costs a pass over the cluster, so it
+    pays on a large cluster where one round places many jobs (a scan per job over 16,000 nodes
+    made the 4,000-job round 1.4 s, against 0.95 s with buckets); _GpuPool scans instead, which
+    is cheaper for the many small rounds of a trace on a few hundred nodes."""
+    LARGE = 4096            # up nodes from which the round uses buckets
+
+    def __init__(self, free: np.ndarray, up: np.ndarray) -> None:
+        self.free = free
+        self.up = up
+        fg = np.floor(free[:, GPU] + _EPS).astype(np.int64)
+        self.level = fg.tolist()
+        self.buckets: dict[int, list[int]] = {}
+        ids = np.flatnonzero(up)
+        for c in np.unique(fg[ids]).tolist():
+            self.buckets[c] = ids[fg[ids] == c].tolist()
+
+    def update(self, nodes) -> None:
+        for n in set(int(x) for x in nodes):
+            if not self.up[n]:
+                continue
+            c = int(math.floor(float(self.free[n, GPU]) + _EPS))
+            old = self.level[n]
+            if c != old:
+                b = self.buckets[old]
+                del b[bisect.bisect_left(b, n)]
+                bisect.insort(self.buckets.setdefault(c, []), n)
+                self.level[n] = c
+
+    def top(self, m: int, demand, dims, min_gpus: int) -> list[int]:
+        out: list[int] = []
+        free = self.free
+        for c in sorted(self.buckets, reverse=True):
+            if c < min_gpus:
+                break
+            for n in self.buckets[c]:
+                row = free[n]
+                for r in dims:
+                    if row[r] + _EPS < demand[r]:
+                        break
+                else:
+                    out.append(n)
+                    if len(out) == m:
+                        return out
+        return out
+
+
 @register("place", "optimus_place",
           source="Peng et al., EuroSys 2018 (Optimus, seed 001); petuum/adaptdl simulator/optimus.py")
 class OptimusPlace(Timeless, Place):
@@ -138,7 +187,8 @@ class OptimusPlace(Timeless, Place):
         moving.sort(key=lambda m: (m[1] + m[2], m[0].submit_time_s, m[0].job_id))
         if not moving:
             return
-        pool = _GpuPool(txn.free, ctx.snap.up)
+        up = ctx.snap.up
+        pool = (_BucketPool if len(up) >= _BucketPool.LARGE else _GpuPool)(txn.free, up)
         for rec, w, p, old, demands in moving:
             tasks = alloc[rec.job_id]
             ok = self._place(ctx, rec.job_id, tasks, pool)
