@@ -219,6 +219,17 @@ def _round(rec) -> tuple[float, int]:
     return float(wall), int(queued)
 
 
+def _rounds_table(log):
+    """The rounds table (time_s, wall_s, queued_jobs) of a log's round records: from a
+    CompactLog's columns where it can (`round_columns`), else record by record."""
+    import pandas as pd
+    cols = log.round_columns() if hasattr(log, "round_columns") else None
+    if cols is not None:
+        return pd.DataFrame({"time_s": cols[0], "wall_s": cols[1], "queued_jobs": cols[2]})
+    recs = log.of_kind("round") if hasattr(log, "of_kind") else (r for r in log if r[1] == "round")
+    return pd.DataFrame([(r[0], *_round(r)) for r in recs], columns=["time_s", "wall_s", "queued_jobs"])
+
+
 def build_result(scheduler, backend, *, policy: str, cluster_name: str, workload_name: str,
                  release: bool = False) -> SimResult:
     """The run's metrics, from the scheduler's event log (with its round records) with each
@@ -250,10 +261,7 @@ def _build_result(scheduler, backend, *, policy: str, cluster_name: str, workloa
     timeline = scheduler.timeline
     # The rounds table and the decisions (the log less its round records, with the stats
     # records) straight from the scheduler's log: one copy of its columns, not two.
-    rounds = sched_log.round_columns()
-    if rounds is None:
-        rounds = tuple(np.array(c) for c in zip(*[(r[0], *_round(r)) for r in sched_log.of_kind("round")])) \
-            or (np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64))
+    rounds = _rounds_table(sched_log)
     decisions = sched_log.joined(stats, drop="round")
     del stats, sched_log
     if release:
@@ -272,26 +280,23 @@ def _build_result(scheduler, backend, *, policy: str, cluster_name: str, workloa
 
 def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | None = None,
                     engine_log=(), policy: str = "", cluster_name: str = "", workload_name: str = "",
-                    rounds: tuple | None = None) -> SimResult:
+                    rounds=None) -> SimResult:
     """Every metric of a run from its typed event log (dlsched.scheduler.eventlog), its
     utilisation samples (time, allocated, effective, partial GPUs, running, queued jobs); round
     times come from its `round` records. `effective_gpu_s`: the exact integral when the
-    backend has it (the simulator), else the samples' integral. `rounds`: the round records
-    already read as (times, wall seconds, queued jobs) arrays, the log then holding none."""
+    backend has it (the simulator), else the samples' integral. `rounds`: the rounds table
+    already read (`_rounds_table`), the log then holding no round records."""
     import pandas as pd
 
     if rounds is None:
-        rounds_log = [(r[0], *_round(r)) for r in
-                      (log.of_kind("round") if hasattr(log, "of_kind") else (r for r in log if r[1] == "round"))]
-        rounds_df = pd.DataFrame(rounds_log, columns=["time_s", "wall_s", "queued_jobs"])
-        del rounds_log
+        rounds_df = _rounds_table(log)
         # decisions: the log without its round records (their wall seconds are the one thing in
         # the log that is not a function of the seed; the rounds table keeps them)
         # a compact log stays compact (a sequence of records; it compares equal to a list of them)
         decisions = (log.joined(drop="round") if getattr(log, "compact", False)
                      else [r for r in log if r[1] != "round"])
     else:
-        rounds_df = pd.DataFrame({"time_s": rounds[0], "wall_s": rounds[1], "queued_jobs": rounds[2]})
+        rounds_df = rounds
         decisions = log
     recs = jobs_from_log(log)
     n = len(recs)

@@ -155,6 +155,9 @@ def placed_detail(placements) -> str:
     return ";".join([f"{tp.task}@{tp.node}" for tp in placements])
 
 
+_INT64_MIN, _INT64_MAX = -2 ** 63, 2 ** 63 - 1
+
+
 class StatsBlock:
     """The stats dicts of many jobs with the same keys, in columns: per key an array of doubles
     where every value so far is a float, of int64 where every one is an int, else a list (the
@@ -175,22 +178,13 @@ class StatsBlock:
             t = type(v)
             if col is None:                       # the first row sets the column's kind
                 col = cols[c] = array("d") if t is float else array("q") if t is int else []
-            if type(col) is list:
-                col.append(v)
-                continue
-            if (t is float and col.typecode == "d") or (t is int and col.typecode == "q"):
-                try:
-                    col.append(v)
-                    continue
-                except OverflowError:              # an int beyond int64
-                    pass
-            col = cols[c] = col.tolist()          # mixed types from here on: a list
+            if type(col) is not list and not (
+                    (t is float and col.typecode == "d")
+                    or (t is int and col.typecode == "q" and _INT64_MIN <= v <= _INT64_MAX)):
+                col = cols[c] = col.tolist()      # mixed types from here on: a list
             col.append(v)
         self.n = i + 1
         return StatsRow(self, i)
-
-    def value(self, c: int, i: int):
-        return self.cols[c][i]
 
 
 class StatsRow(Mapping):

@@ -20,7 +20,7 @@ import numpy as np
 
 from dlsched.core import types as T
 from dlsched.core.types import GPU, Launch, Migrate, Resize, Resume
-from dlsched.scheduler.events import JobFinish
+from dlsched.scheduler.events import JobArrival, JobFinish
 from dlsched.workload.packing import SwitchCost
 
 _EPS = 1e-9
@@ -242,11 +242,14 @@ class ChangedJobs:
     jobs alone, where a pass over every running job at every round cost O(running).
 
     Before its owner has observed anything (a round built by hand, outside Scheduler.run, whose
-    records may change unseen), `take()` answers None: rebuild from the records."""
+    records may change unseen), `take()` answers None: rebuild from the records. `arrivals`:
+    name arriving jobs too (a JobArrival carries its job, not a job_id), for a view of waiting
+    jobs (Optimus's kept allocation)."""
 
-    def __init__(self) -> None:
+    def __init__(self, arrivals: bool = False) -> None:
         self.jobs: set[str] = set()
         self.live = False
+        self.arrivals = arrivals
 
     def observe(self, events: list, applied) -> None:
         self.live = True
@@ -258,6 +261,8 @@ class ChangedJobs:
             j = getattr(e, "job_id", None)
             if j is not None:
                 jobs.add(j)
+            elif self.arrivals and type(e) is JobArrival:
+                jobs.add(e.job.job_id)
 
     def take(self) -> set[str] | None:
         """The jobs changed since the last take (and forget them); None: rebuild everything."""

@@ -31,6 +31,14 @@ from dlsched.scheduler.framework import Timeless, Place, ProfileSpec, register, 
 _EPS = 1e-9
 
 
+def _covers(row, demand, dims) -> bool:
+    """A node's free row covers one task of `demand` on every resource it asks for."""
+    for r in dims:
+        if row[r] + _EPS < demand[r]:
+            return False
+    return True
+
+
 class _GpuPool:
     """One round's up nodes by whole free GPUs, so that the most-free nodes are found without
     sorting the cluster for every job: `top` walks the levels from the highest down, ascending
@@ -59,19 +67,11 @@ class _GpuPool:
         i = int(lv.argmax())                  # the first node of the highest level
         c = lv[i]
         if m == 1 and c >= min_gpus:          # (one task: that node, when it holds it)
-            row = free[i]
-            for r in dims:
-                if row[r] + _EPS < demand[r]:
-                    break
-            else:
+            if _covers(free[i], demand, dims):
                 return [i]
         while c >= min_gpus:
             for n in np.flatnonzero(lv == c).tolist():
-                row = free[n]
-                for r in dims:
-                    if row[r] + _EPS < demand[r]:
-                        break
-                else:
+                if _covers(free[n], demand, dims):
                     out.append(n)
                     if len(out) == m:
                         return out
@@ -128,11 +128,7 @@ class _BucketPool(_GpuPool):
             if c < min_gpus:
                 break
             for n in self.buckets[c]:
-                row = free[n]
-                for r in dims:
-                    if row[r] + _EPS < demand[r]:
-                        break
-                else:
+                if _covers(free[n], demand, dims):
                     out.append(n)
                     if len(out) == m:
                         return out

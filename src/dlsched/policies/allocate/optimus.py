@@ -50,7 +50,7 @@ import numpy as np
 
 from dlsched.core.types import Role, TaskSpec
 from dlsched.scheduler.context import JobState
-from dlsched.scheduler.events import JobArrival
+from dlsched.policies.actions.gandiva_common import ChangedJobs
 from dlsched.scheduler.framework import Allocate, register
 
 _EPS = 1e-9
@@ -382,24 +382,13 @@ class OptimusAllocate(Allocate):
 
     def observe(self, now: float, events: list, applied) -> None:
         """Note the jobs whose records may have changed (the next round updates those)."""
-        self._live = True
-        noted = self._noted
-        if applied is not None:
-            for d in applied.decisions:
-                noted.add(d.job_id)
-        for e in events:
-            j = getattr(e, "job_id", None)
-            if j is not None:
-                noted.add(j)
-            elif type(e) is JobArrival:
-                noted.add(e.job.job_id)
+        self._changed.observe(events, applied)
 
     def _reset_kept(self, jobs_view, cluster) -> None:
         """Forget the kept view: the next kept round rebuilds it from the records."""
         self._kview = (jobs_view, cluster)    # the scheduler's jobs and the cluster it is of
         if jobs_view is None:
-            self._noted: set[str] = set()        # jobs named by events and plans since
-            self._live = False                   # observe was called
+            self._changed = ChangedJobs(arrivals=True)   # jobs named by events and plans since
         self._kbuilt = False
         self._act: dict[str, object] = {}        # active DL job -> record
         self._keys: list[tuple] = []             # their (submit_time_s, job_id), sorted
@@ -534,14 +523,13 @@ class OptimusAllocate(Allocate):
         still do; only those left out are tried again. Exact only when every demand and the
         free sum are integer-valued floats (then every sum is exact, in any order); otherwise,
         and for a round built by hand (no observe yet), None."""
-        if not self._live or ctx.txn.decided:
+        if not self._changed.live or ctx.txn.decided:
             return None
+        noted = self._changed.take()
         if self._kview[0] is not ctx.jobs or self._kview[1] is not ctx.cluster or not self._kbuilt:
-            self._noted = set()
             self._speed_model(ctx.cluster)
             self._build_kept(ctx, jobs)
         else:
-            noted, self._noted = self._noted, set()
             if noted:
                 self._speed_model(ctx.cluster)
                 for jid in sorted(noted):
