@@ -30,8 +30,11 @@ browser:
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -qq && apt-get install -y -qq chromium' \
 	  || echo "warning: chromium not installed (needs apt-get and root or sudo)" >&2; }
 
+# two xdist workers: the runtime's tests on its shared Ray cluster run in one of them, one after
+# another; the tests that start a Ray of their own in the other (tests/conftest.py); the rest are
+# spread over both
 test: $(STAMP) browser
-	$(BIN)/python -m pytest tests --durations=15
+	$(BIN)/python -m pytest tests -n 2 --durations=15
 
 # the Hypothesis properties at 10,000 examples each (make test runs 500)
 property: $(STAMP)

@@ -200,3 +200,60 @@ def test_default_interference_from_gpu_utilisation_and_overrides(tmp_path):
     f.write_text("overlapp: 1\n")
     with pytest.raises(ConfigError, match="overlapp"):
         load_speed_config(f)
+
+
+@pytest.mark.parametrize("cluster, measured", [("seed002", False), ("pollux", True), ("mixed", False)])
+def test_one_node_profiles_kept_equal_to_profiles_computed_afresh(cluster, measured):
+    """SpeedModel.profile keeps the profile of a whole job on one node (a busy cluster places the
+    same shape on the same node over and over). Through a random sequence of jobs and placements,
+    on one node and across nodes, every profile it answers equals one computed afresh, and a
+    one-node placement asked again is answered from what was kept."""
+    from dlsched.cluster.topology import cluster_from_dict
+    from dlsched.core.types import GPU
+    if cluster == "mixed":       # affinity groups (the GPU slots matter), and two GPU types
+        cl = cluster_from_dict({"node_groups": [
+            {"count": 2, "gpus": 4, "gpus_per_group": 2, "gpu_type": "V100", "gpu_mem_gb": 32, "cpus": 32, "mem_gb": 256},
+            {"count": 2, "gpus": 4, "gpu_type": "K80", "gpu_mem_gb": 12, "cpus": 32, "mem_gb": 256}]})
+    else:
+        cl = load_cluster(cluster)
+    params = SpeedParams(measured=measured)
+    sm = SpeedModel(cl, params)
+    rng = np.random.default_rng(3)
+    models = ["bert", "resnet50", "cifar10", "imagenet", "ncf", None]
+    n_nodes = cl.num_nodes
+    hits = 0
+    for i in range(400):
+        workers = int(rng.choice([1, 2, 4]))
+        row = dict(model=models[int(rng.integers(len(models)))], workers=workers,
+                   gpus_per_worker=int(rng.choice([1, 2])) if workers < 4 else 1,
+                   comm=str(rng.choice(["allreduce", "ps", "none"])))
+        if rng.random() < 0.5:
+            row["batch_size"] = int(rng.choice([32, 64]))
+        if row["comm"] == "ps":
+            row["ps"] = 1
+        if rng.random() < 0.5 or row["model"] is None:
+            row["duration_s"] = 100.0
+        else:
+            row["iterations"] = 100
+        job = job_from_row(dict(job_id=f"j{i}", submit_time_s=0, **row))
+        one = rng.random() < 0.7
+        node = int(rng.integers(n_nodes))
+        pls, used = [], {}
+        for t in job.tasks:
+            n = node if one else int(rng.integers(n_nodes))
+            k = max(int(round(t.demand[GPU])), 0)
+            free = [g for g in range(cl.nodes[n].gpus) if g not in used.get(n, ())]
+            g = tuple(sorted(rng.choice(free, size=min(k, len(free)), replace=False).tolist())) if free else ()
+            used.setdefault(n, set()).update(g)
+            pls.append(TaskPlacement(t.index, n, g))
+        pls = tuple(pls)
+        kept = len(sm._one_node)
+        got = sm.profile(job, pls)
+        fresh = SpeedModel(cl, params).profile(job, pls)
+        assert got == fresh, (job, pls)
+        again = sm.profile(job, pls)
+        assert again == fresh
+        if got is not None and all(p.node == pls[0].node for p in pls):
+            assert again is got and len(sm._one_node) <= kept + 1
+            hits += 1
+    assert hits > 100

@@ -32,7 +32,7 @@ _NO_TASKS: frozenset = frozenset()
 _SETTLED = (JobState.DONE, JobState.HELD, JobState.REJECTED)   # not in the queue, not running
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class JobRecord:
     """The scheduler's view of one job."""
     spec: JobSpec
@@ -90,8 +90,11 @@ class RoundContext:
              empty until the allocator ran and for allocators that never resize
     stats    the backend's per-job counters: stats(job_id) -> dict with the keys of
              dlsched.scheduler.backend.STATS_KEYS; None outside a run
+    notes    None, or a dict through which one component of the profile tells a later one a
+             fact of this round (Optimus's allocator tells its placer which jobs may need
+             anything); it goes with the round
     """
-    __slots__ = ("snap", "txn", "now", "jobs", "queue", "rng", "stats", "allocation", "_sched")
+    __slots__ = ("snap", "txn", "now", "jobs", "queue", "rng", "stats", "allocation", "notes", "_sched")
 
     def __init__(self, snap: Snapshot, txn: Transaction, now: float, jobs, queue: list, rng: np.random.Generator,
                  sched, stats: Callable[[str], dict] | None = None):
@@ -99,6 +102,7 @@ class RoundContext:
         self.jobs = jobs if isinstance(jobs, MappingProxyType) else MappingProxyType(jobs)
         self.queue, self.rng, self.stats, self._sched = queue, rng, stats, sched
         self.allocation = _EMPTY
+        self.notes: dict | None = None
 
     @property
     def cluster(self):

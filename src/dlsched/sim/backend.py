@@ -28,6 +28,8 @@ iteration and the job's finish.
 """
 from __future__ import annotations
 
+from heapq import heappush
+
 import numpy as np
 
 from dlsched.cluster.state import ClusterState, Snapshot
@@ -482,7 +484,7 @@ class SimBackend:
                 r.cross_rack_bytes += done * per * r.prof.cross_rack_bytes
         r.last_t = now
 
-    def _set_rate(self, r: JobRun, rate: float, now: float) -> None:
+    def _set_rate(self, r: JobRun, rate: float, now: float, seq: int | None = None) -> None:
         if r.spec.kind == "dl":
             # Effective GPUs: held by jobs making progress; a GPU that k progressing jobs share
             # (packing, over-subscription) counts once: 1/k to each.
@@ -498,53 +500,20 @@ class SimBackend:
         if rate > 0:
             if r.first_progress_s is None:
                 r.first_progress_s = now
-            self._push_finish(r, now + max(r.remaining, 0.0) / rate)
+            self._push_finish(r, now + max(r.remaining, 0.0) / rate, seq)
         if self.record_rates:
             self.log.append((now, "rate", r.spec.job_id, f"{rate:.9g}"))
 
-    def _rerate_shared(self, r: JobRun, share: float, now: float) -> None:
-        """_set_rate(r, r.prof.rate_at(share) * r.factor, now) for a running DL job that only a
-        re-share moved, in one call: the most frequent re-rate on a busy cluster (tens per
-        arrival), the same operations in the same order."""
-        prof = r.prof
-        comm = prof.local_comm_s
-        comm += prof.max_link_bytes / share
-        c = prof.compute_s
-        t = c + comm - prof.overlap * min(c, comm)
-        rate = (1.0 / t if prof.iteration_based else prof.ideal_iter_s / t) * r.factor
-        eff = r.hold_gpus / r.share if rate > 0 else 0.0
-        if eff != r.eff_gpus:
-            self._add_effective(eff - r.eff_gpus)
-            r.eff_gpus = eff
-        old = r.rate
-        if rate == old:
-            return
-        dt = now - r.last_t           # _advance
-        if dt > 0 and old > 0:
-            done = min(old * dt, r.remaining)
-            r.remaining -= done
-            per = 1.0 if prof.iteration_based else 1.0 / prof.ideal_iter_s
-            r.nic_bytes += done * per * prof.nic_bytes
-            r.cross_rack_bytes += done * per * prof.cross_rack_bytes
-        r.last_t = now
-        r.rate = rate
-        r.version += 1
-        if rate > 0:
-            if r.first_progress_s is None:
-                r.first_progress_s = now
-            self._push_finish(r, now + max(r.remaining, 0.0) / rate)
-        if self.record_rates:
-            self.log.append((now, "rate", r.spec.job_id, f"{rate:.9g}"))
-
-    def _push_finish(self, r: JobRun, t: float) -> None:
+    def _push_finish(self, r: JobRun, t: float, seq: int | None = None) -> None:
         """The job's finish entry for its current version at time t. A re-rated job's earlier
         entries are stale; most re-rates slow a job down (a new flow on its links), and an entry
         at or after the job's live one waits outside the heap: it is pushed, with the sequence
         number taken now, when the live one pops (stale). So the heap pops the same events in
         the same order as if every entry were pushed at once, without a push and a stale pop
         per re-rate. A waiting entry that goes stale is never pushed; its time still counts
-        where the clock ends (poll)."""
-        seq = self.heap.reserve()
+        where the clock ends (poll). `seq`: the sequence number reserved for it (None: the next)."""
+        if seq is None:
+            seq = self.heap.reserve()
         d = r.deferred
         if d is not None:
             r.deferred = None
@@ -640,26 +609,91 @@ class SimBackend:
                 changed = self.net.update(changes)
                 if changed:
                     todo = todo | changed.keys()
-        for jid in (sorted(todo) if len(todo) > 1 else todo):
-            r = runs[jid]
-            if r.factor is not None and jid not in touched:
-                # Only its share moved (a job whose placement, co-runners or state changed is
-                # touched): its interference factor is the one last computed, and its rate is
-                # rate(shares) * factor for one share on every link, as JobComm.rate_at computes.
-                self._rerate_shared(r, changed[jid], now)
-                continue
-            job_shares = None
-            if r.prof is not None and r.prof.link_bytes:
-                s = self.net.share(jid)   # the flow's rate, on every link it crosses
-                cap = self.speed.link_capacity
-                job_shares = {link: (float(cap[link]) if s is None else s) for link in r.prof.link_bytes}
-            self._set_rate(r, self._target_rate(r, job_shares), now)
+        order = sorted(todo) if len(todo) > 1 else todo
+        # One sequence number per job, in this order, for a finish it may push: the same order
+        # of entries as taking them one at a time (gaps do not matter), without a call per job.
+        seq = self.heap.reserve(len(order))
+        self._rerate(order, seq, changed, now)
+        self._refreshed(partial_jobs)
+
+    def _refreshed(self, partial_jobs) -> None:
+        """The end of _refresh: the partial-hold waste, the dirty sets cleared, done jobs cut down."""
+        runs = self.runs
         if partial_jobs or self._partial:
             self._partial = float(sum(runs[j].hold_gpus for j in partial_jobs))
         self._touched.clear()
         self._net_dirty.clear()
         if self._done:
             self._drop_done()
+
+    def _job_shares(self, r: JobRun) -> dict | None:
+        """{link: the job's share} for a job with link bytes (its flow's rate on every link it
+        crosses; a link's capacity without a flow), else None."""
+        if r.prof is None or not r.prof.link_bytes:
+            return None
+        s = self.net.share(r.spec.job_id)
+        cap = self.speed.link_capacity
+        return {link: (float(cap[link]) if s is None else s) for link in r.prof.link_bytes}
+
+    def _rerate(self, order, seq: int, changed: dict, now: float) -> None:
+        """_refresh's last loop: each job of `order` brought to its rate, the i-th with sequence
+        number seq + i for a finish it pushes. A touched job (its placement, co-runners or state
+        changed) through _target_rate and _set_rate. A job that only a re-share moved is the
+        most frequent on a busy cluster (tens per arrival): its interference factor is the one
+        last computed, and its rate is rate(shares) * factor for one share on every link, as
+        JobComm.rate_at computes; _set_rate, _advance and _push_finish are written out here for
+        it, the same operations in the same order."""
+        runs, touched = self.runs, self._touched
+        heap = self.heap._heap
+        defer, record = self.defer_finishes, self.record_rates
+        for jid in order:
+            r = runs[jid]
+            if r.factor is None or jid in touched:     # (otherwise in `changed`)
+                self._set_rate(r, self._target_rate(r, self._job_shares(r)), now, seq)
+                seq += 1
+                continue
+            prof = r.prof
+            comm = prof.local_comm_s
+            comm += prof.max_link_bytes / changed[jid]
+            c = prof.compute_s
+            t = c + comm - prof.overlap * min(c, comm)
+            rate = (1.0 / t if prof.iteration_based else prof.ideal_iter_s / t) * r.factor
+            eff = r.hold_gpus / r.share if rate > 0 else 0.0
+            if eff != r.eff_gpus:
+                self._add_effective(eff - r.eff_gpus)
+                r.eff_gpus = eff
+            old = r.rate
+            if rate == old:
+                seq += 1
+                continue
+            dt = now - r.last_t           # _advance
+            if dt > 0 and old > 0:
+                done = min(old * dt, r.remaining)
+                r.remaining -= done
+                per = 1.0 if prof.iteration_based else 1.0 / prof.ideal_iter_s
+                r.nic_bytes += done * per * prof.nic_bytes
+                r.cross_rack_bytes += done * per * prof.cross_rack_bytes
+            r.last_t = now
+            r.rate = rate
+            r.version += 1
+            if rate > 0:
+                if r.first_progress_s is None:
+                    r.first_progress_s = now
+                t = now + max(r.remaining, 0.0) / rate     # _push_finish(r, t) with this seq
+                d = r.deferred
+                if d is not None:
+                    r.deferred = None
+                    if d[0] > self._ghost_t:
+                        self._ghost_t = d[0]
+                if defer and r.fin_ev is not None and r.fin_at <= t:
+                    r.deferred = (t, seq, r.version)
+                else:
+                    r.fin_ev = Finish(jid, r.version)
+                    r.fin_at = t
+                    heappush(heap, (t, P_FINISH, seq, r.fin_ev))
+            if record:
+                self.log.append((now, "rate", jid, f"{rate:.9g}"))
+            seq += 1
 
     def _drop_done(self) -> None:
         """Swap the jobs finished since the last _refresh for their DoneRun (what is still read

@@ -96,9 +96,9 @@ def shape(tasks) -> tuple[int, int]:
 
 _WAITING = (JobState.PENDING, JobState.SUSPENDED)
 _EXACT = 2.0 ** 50      # integer-valued floats below this add up exactly in any order
-# The last kept round's (transaction, allocation, jobs the placer may have to act on): see
-# placer_hint. Reset at every allocate.
-_HINT: tuple | None = None
+# The kept round's (allocation, jobs the placer may have to act on) in the round's notes: see
+# placer_hint.
+_HINT = "optimus.acting"
 
 
 def _integral(v) -> bool:
@@ -126,10 +126,10 @@ def placer_hint(ctx) -> list[str] | None:
     allocation is the one the kept path just returned for this round's transaction: the waiting
     jobs given tasks, and the running jobs given nothing or other tasks than they hold (every
     other job keeps what it holds, or keeps waiting). None: look at every job."""
-    h = _HINT
-    if h is None or h[0] is not ctx.txn or ctx.allocation != h[1]:
+    h = ctx.notes.get(_HINT) if ctx.notes else None
+    if h is None or ctx.allocation != h[0]:
         return None
-    return h[2]
+    return h[1]
 
 
 @dataclass(slots=True, eq=False)
@@ -573,9 +573,10 @@ class OptimusAllocate(Allocate):
         self._last_alloc = None
         self._elastic = False
         res = dict(out)
-        global _HINT
-        _HINT = (txn, res, [j for j in self._odd if j in self._running]
-                 + [r.job_id for r in jobs if r.job_id in act and out[r.job_id]])
+        if ctx.notes is None:
+            ctx.notes = {}
+        ctx.notes[_HINT] = (res, [j for j in self._odd if j in self._running]
+                            + [r.job_id for r in jobs if r.job_id in act and out[r.job_id]])
         return res
 
     def _set_out(self, jid: str, ok: bool) -> None:
@@ -760,8 +761,8 @@ class OptimusAllocate(Allocate):
         With only rigid jobs active, the allocation kept from the last round is brought up to
         date for what changed (`_allocate_kept`, the same result); otherwise, and for a round
         built by hand, it is computed from scratch."""
-        global _HINT
-        _HINT = None
+        if ctx.notes:
+            ctx.notes.pop(_HINT, None)
         if self.incremental:
             out = self._allocate_kept(jobs, ctx)
             if out is not None:
