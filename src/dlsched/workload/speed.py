@@ -182,9 +182,6 @@ class JobComm:
         return 1.0 / t if self.iteration_based else self.ideal_iter_s / t
 
 
-_ONE_NODE_MAX = 1 << 16      # one-node profiles kept (cleared when full: memory stays bounded)
-
-
 class SpeedModel:
     """Builds JobComm profiles for placements on one cluster; holds the link capacities.
 
@@ -198,7 +195,6 @@ class SpeedModel:
         caps += [u * GBPS for u in cluster.rack_uplink_gbps]
         self.link_capacity = np.array(caps, dtype=np.float64)
         self.num_nodes = n
-        self._one_node: dict[tuple, JobComm] = {}     # profile's cache of one-node placements
         self._rack = cluster.node_rack
         self._gpu_link = np.array([node.gpu_link_gbps * GBPS for node in cluster.nodes])
         self._gpus_per_node = max(cluster.max_gpus_per_node, 1)
@@ -224,29 +220,7 @@ class SpeedModel:
         model = self.params.model(job.model)
         if model is None or job.kind != "dl" or not placements:
             return None
-        key = None
-        if (tasks is None or tasks is job.tasks) and len(placements) == len(job.tasks):
-            # A whole job on one node, as submitted: its profile depends on the node, the
-            # model, the job's communication, batch and work units, and each task's role, GPUs
-            # and GPU slots (affinity groups) only. Kept per key (a busy cluster places the same
-            # shape on the same node thousands of times); profiles are never written.
-            node = placements[0].node
-            if all(p.node == node for p in placements):
-                jt = job.tasks
-                key = (job.model, job.comm, job.batch_size, job.iterations is None, node,
-                       tuple([(jt[p.task].role, jt[p.task].demand[GPU], p.gpu_ids) for p in placements]))
-                prof = self._one_node.get(key)
-                if prof is not None:
-                    return prof
-        prof = self._profile(model, job, placements, job.tasks if tasks is None else tasks)
-        if key is not None and prof is not None:
-            if len(self._one_node) >= _ONE_NODE_MAX:
-                self._one_node.clear()
-            self._one_node[key] = prof
-        return prof
-
-    def _profile(self, model: ModelProfile, job: JobSpec, placements: tuple[TaskPlacement, ...],
-                 tasks: tuple) -> JobComm:
+        tasks = job.tasks if tasks is None else tasks
         workers = [p for p in placements if tasks[p.task].role is Role.WORKER]
         ps = [p for p in placements if tasks[p.task].role is Role.PS]
         nodes = self.cluster.nodes
