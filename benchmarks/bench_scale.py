@@ -76,12 +76,12 @@ def main() -> None:
               f"{d['jobs_per_s']:,.0f} jobs/s ({d['jobs_per_cpu_s']:,.0f} per CPU-second), "
               f"about {d['concurrency']:,.0f} at once, RSS {d['rss_mb']:,.0f} MB", flush=True)
     table = ["| workload | cluster | jobs at once (mean) | jobs | simulate (s) | jobs/s | simulate CPU (s) | jobs/CPU-s "
-             "| process wall (s) | peak RSS (MB) |",
+             "| process wall (s) | peak RSS (MiB) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for d in rows:
         table.append(f"| `{d['workload']}` | {d['cluster']} | {d['concurrency']:,.0f} | {d['jobs']:,} | "
                      f"{d['sim_s']:.1f} | {d['jobs_per_s']:,.0f} | {d['cpu_s']:.1f} | {d['jobs_per_cpu_s']:,.0f} | "
-                     f"{d['wall_s']:.1f} | {d['rss_mb']:,.0f} |")
+                     f"{d['wall_s']:.1f} | {d['rss_mb']:,.1f} |")
     growth = []
     for n in sizes:
         lo = next((d for d in rows if d["jobs"] == n and d["level"] == "low"), None)
@@ -89,7 +89,21 @@ def main() -> None:
         if lo and hi:
             growth.append(f"{n:,} jobs: low / high concurrency jobs/s = {lo['jobs_per_s'] / hi['jobs_per_s']:.2f}x "
                           f"(per CPU-second: {lo['jobs_per_cpu_s'] / hi['jobs_per_cpu_s']:.2f}x)")
-    for line in growth:
+    goals = []
+    for n in sizes:
+        lo = next((d for d in rows if d["jobs"] == n and d["level"] == "low"), None)
+        hi = next((d for d in rows if d["jobs"] == n and d["level"] == "high"), None)
+        if lo and hi:
+            x = lo["jobs_per_s"] / hi["jobs_per_s"]
+            goals.append(f"spread at {n:,} jobs (about {lo['concurrency']:,.0f} against {hi['concurrency']:,.0f} at once): "
+                         f"{x:.3f}x, goal < 2x: {'met' if x < 2 else 'not met'}")
+    big = next((d for d in rows if d["jobs"] == 1_000_000), None)
+    if big is not None:
+        rss_b = big["rss_mb"] * 1024 * 1024
+        goals.append(f"1M jobs: simulate {big['sim_s']:.1f} s, goal <= 300 s: {'met' if big['sim_s'] <= 300 else 'not met'}")
+        goals.append(f"1M jobs: peak RSS {big['rss_mb']:,.1f} MiB = {rss_b / 1e9:.4f} x 10^9 bytes, goal <= 3 GB "
+                     f"(10^9 bytes): {'met' if rss_b <= 3e9 else 'not met'}")
+    for line in growth + goals:
         print(line)
     if args.no_write:
         return
@@ -99,7 +113,9 @@ def main() -> None:
              f"{' --million' if args.million else ''}` (fifo); load average {load:.1f} at the end. Simulate CPU is "
              f"the process's user + system time in `simulate`: on a shared machine it is the steadier figure.")
     res_file = update_results("scale", ["## Cost growth with jobs and concurrency (`benchmarks/bench_scale.py`)", "",
-                                        GOAL, "", stamp, "", *table, "", *(f"- {g}" for g in growth)])
+                                        GOAL, "", stamp, "", *table, "", *(f"- {g}" for g in growth), "",
+                                        "Against the goals (computed from the rows above; RSS is the kernel's peak in KiB / 1024, so MiB):",
+                                        *(f"- {g}" for g in goals)])
     print(f"updated {res_file}")
 
 
