@@ -102,7 +102,7 @@ def test_timeline_columns():
 
 def test_simulation_same_with_plain_lists(monkeypatch):
     """The whole result with compact logs equals the one with plain lists (the logs as they
-    were), and finished jobs' DoneRun gives the same job_stats."""
+    were), and finished jobs cut down (a row of stats, or a DoneRun) give the same job_stats."""
     import dlsched.scheduler.core as core
     import dlsched.sim.backend as backend
     import dlsched.sim.run as run
@@ -111,6 +111,7 @@ def test_simulation_same_with_plain_lists(monkeypatch):
     monkeypatch.setattr(core, "Timeline", list)
     monkeypatch.setattr(backend, "EngineLog", list)
     monkeypatch.setattr(backend, "DoneRun", lambda r: r)
+    monkeypatch.setattr(backend.SimBackend, "compact_done", False)
     b = dlsched.simulate("seed002", "sample", "tiresias")
     assert isinstance(b.events, list) and not isinstance(a.events, list)
     assert a.events == b.events and a.decisions == b.decisions

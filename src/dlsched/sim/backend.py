@@ -39,7 +39,8 @@ from dlsched.scheduler import events as ev
 from dlsched.sim import phases, switch_cost
 from dlsched.sim.engine import (P_ARRIVAL, P_FINISH, P_NODE, P_RATE, P_TICK, EngineLog, EventHeap, Arrive,
                                 Finish, NodeChange, RateChange, SaveDone, TaskDone, Tick)
-from dlsched.sim.run import DoneRun, JobRun
+from dlsched.scheduler.eventlog import StatsBlock
+from dlsched.sim.run import DoneRow, DoneRun, JobRun
 from dlsched.workload.loss import observed_loss
 from dlsched.sim.network import net_shares
 from dlsched.workload.speed import SpeedModel, SpeedParams
@@ -61,6 +62,9 @@ class SimBackend:
     # Finishes later than a job's live entry wait outside the heap (_push_finish); False pushes
     # every one at once, as the first versions did (tests compare the two).
     defer_finishes = True
+    # A finished job's stats become a row of typed columns (_drop_done); False keeps a DoneRun
+    # for each (tests compare the two).
+    compact_done = True
 
     def __init__(self, cluster: Cluster, jobs: list[JobSpec], *, speed: SpeedParams | None = None,
                  restart_delay_s: float = 30.0, node_events: list[tuple[float, int, bool]] = (),
@@ -81,7 +85,8 @@ class SimBackend:
         self._touched: set[str] = set()
         self.net = net_shares(self.speed.link_capacity)   # running jobs on shared links, their shares
         self._net_dirty: set[str] = set()         # jobs whose flow may have changed
-        self._done: list[JobRun] = []             # finished since the last _refresh (DoneRun)
+        self._done: list[JobRun] = []             # finished since the last _refresh (_drop_done)
+        self._done_stats: StatsBlock | None = None   # finished jobs' job_stats, a row each
         self._effective = 0.0
         self._eff_gpu_s = 0.0      # integral of _effective up to _eff_t (exact, between samples too)
         self._eff_t = 0.0
@@ -144,11 +149,18 @@ class SimBackend:
     def job_stats(self, job_id: str) -> dict:
         """The vocabulary of dlsched.scheduler.backend.STATS_KEYS, from the model."""
         r = self.runs.get(job_id)
+        if type(r) is DoneRow:              # a finished job's row (_drop_done)
+            block, i = self._done_stats, r.row
+            return {k: col[i] for k, col in zip(block.keys, block.cols)}
         if r is None:
             return {"step": None, "remaining": None, "progress": 0.0, "rate": 0.0, "loss": None, "gpu_s": 0.0,
                     "first_progress_s": None, "suspends": 0, "resumes": 0, "switch_lost_s": 0.0,
                     "switch_lost_gpu_s": 0.0, "nic_bytes": 0.0, "cross_rack_bytes": 0.0}
         self._advance(r, self._now)
+        return self._stats_of(r)
+
+    def _stats_of(self, r) -> dict:
+        """job_stats of a run brought up to now."""
         spec = r.spec
         total = spec.iterations if spec.iterations is not None else (spec.duration_s or 0.0)
         # work left (iterations, or seconds at the ideal placement) and its current rate
@@ -696,13 +708,30 @@ class SimBackend:
             seq += 1
 
     def _drop_done(self) -> None:
-        """Swap the jobs finished since the last _refresh for their DoneRun (what is still read
-        of a finished job), once nothing refers to them: no finish entry of theirs in the heap or
-        waiting for it, and not partly held."""
+        """Cut down the jobs finished since the last _refresh, once nothing refers to them (no
+        finish entry of theirs in the heap or waiting for it, not partly held). What is still
+        read of a finished job is its job_stats, and those no longer change once it holds no
+        GPU: they become a row of `_done_stats` (typed columns), and `runs` keeps a DoneRow
+        (its spec and the row's number; every event still in the heap for it is stale). A job whose GPU
+        count did not come back to exactly 0.0 (float residue of fractional GPUs: its gpu_s
+        would still grow with the clock) keeps a DoneRun, which computes them when asked."""
         runs = self.runs
         for r in self._done:
             jid = r.spec.job_id
             if (r.finished and r.fin_ev is None and r.deferred is None and runs.get(jid) is r
                     and jid not in self._partial_jobs and not r.placements):
-                runs[jid] = DoneRun(r)
+                row = self._done_row(r) if self.compact_done and r.hold_gpus == 0.0 else None
+                runs[jid] = DoneRun(r) if row is None else DoneRow(r.spec, row)
         self._done.clear()
+
+    def _done_row(self, r: JobRun) -> int | None:
+        """The finished job's job_stats as a new row of `_done_stats`; its number (None: the
+        stats have other keys than the rows so far)."""
+        st = self._stats_of(r)
+        block = self._done_stats
+        if block is None:
+            block = self._done_stats = StatsBlock(tuple(st))
+        elif tuple(st) != block.keys:
+            return None
+        block.add(st)
+        return block.n - 1
