@@ -38,17 +38,23 @@ def test_restarted_server_runs_a_round_at_once(runtime):
     s2 = ServerProc(runtime.cluster.address, runtime.state_dir, "fifo", "t", extra=["--round-s", "1"]).start()
     runtime.server = s2
     t0, wall0 = time.monotonic(), time.time()
-    j = s2.wait(queued, lambda j: j["start_time"] is not None, timeout=5, what="started")
-    assert time.monotonic() - t0 <= 5.0 and j["start_time"] - wall0 <= 5.0
-    gpus = int(sum(n["gpus"] for n in s2.get("/nodes") if n["up"]))
-    big = s2.submit(digits_spec(name="big", workers=gpus, batch_size=8 * gpus))   # waits: "long" holds a GPU
-    time.sleep(1.0)
-    r0 = s2.get("/metrics/scheduler")["rounds"]
-    time.sleep(3.5)                      # nothing happens meanwhile: only the periodic round
-    assert s2.get("/metrics/scheduler")["rounds"] >= r0 + 2
-    assert s2.get(f"/jobs/{big}")["state"] == "queued"
-    for j in (big, long, queued):
-        s2.post(f"/jobs/{j}/cancel")
+    jobs = [long, queued]
+    try:
+        j = s2.wait(queued, lambda j: j["start_time"] is not None, timeout=5, what="started")
+        assert time.monotonic() - t0 <= 5.0 and j["start_time"] - wall0 <= 5.0
+        gpus = int(sum(n["gpus"] for n in s2.get("/nodes") if n["up"]))
+        big = s2.submit(digits_spec(name="big", workers=gpus, batch_size=8 * gpus))   # waits: "long" holds a GPU
+        jobs.append(big)
+        time.sleep(1.0)
+        r0 = s2.get("/metrics/scheduler")["rounds"]
+        time.sleep(3.5)                      # nothing happens meanwhile: only the periodic round
+        assert s2.get("/metrics/scheduler")["rounds"] >= r0 + 2
+        assert s2.get(f"/jobs/{big}")["state"] == "queued"
+    finally:
+        # whatever failed, leave nothing to the next test on this store: a queued job asking
+        # for every GPU would block its jobs behind it
+        for j in jobs:
+            s2.post(f"/jobs/{j}/cancel")
 
 
 def test_policy_error_holds_the_job_and_scheduling_goes_on(runtime, tmp_path):
