@@ -626,11 +626,6 @@ class SimBackend:
         # of entries as taking them one at a time (gaps do not matter), without a call per job.
         seq = self.heap.reserve(len(order))
         self._rerate(order, seq, changed, now)
-        self._refreshed(partial_jobs)
-
-    def _refreshed(self, partial_jobs) -> None:
-        """The end of _refresh: the partial-hold waste, the dirty sets cleared, done jobs cut down."""
-        runs = self.runs
         if partial_jobs or self._partial:
             self._partial = float(sum(runs[j].hold_gpus for j in partial_jobs))
         self._touched.clear()

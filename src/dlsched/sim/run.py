@@ -64,14 +64,10 @@ class JobRun:
 _NO_PLACEMENTS: dict = {}
 
 
-class DoneRun:
-    """A finished job's JobRun, cut down to what is still read: its counters (job_stats), and
-    the fields that tell an event for it stale (finished, version, fin_ev). SimBackend swaps a
-    finished job's JobRun for one (`_refresh`): a 1M-job run keeps 1M of them, at under half
-    the size. Nothing changes a finished job's state, so nothing here is written but `last_t`."""
-    __slots__ = ("spec", "tasks", "remaining", "rate", "last_t", "version", "gpu_s", "hold_gpus", "hold_since",
-                 "first_progress_s", "suspends", "resumes", "lost_s", "lost_gpu_s", "nic_bytes",
-                 "cross_rack_bytes", "done_tasks")
+class _Finished:
+    """What a finished job reads as, wherever an event or a loop still meets it: finished, no
+    placements, no finish entry in the heap or waiting, not saving, not packed."""
+    __slots__ = ()
     finished = True
     prof = None
     fin_ev = None
@@ -79,6 +75,16 @@ class DoneRun:
     saving = False
     packed = False
     placements = _NO_PLACEMENTS
+
+
+class DoneRun(_Finished):
+    """A finished job's JobRun, cut down to what is still read: its counters (job_stats), and
+    the fields that tell an event for it stale (finished, version, fin_ev). SimBackend swaps a
+    finished job's JobRun for one (`_refresh`): a 1M-job run keeps 1M of them, at under half
+    the size. Nothing changes a finished job's state, so nothing here is written but `last_t`."""
+    __slots__ = ("spec", "tasks", "remaining", "rate", "last_t", "version", "gpu_s", "hold_gpus", "hold_since",
+                 "first_progress_s", "suspends", "resumes", "lost_s", "lost_gpu_s", "nic_bytes",
+                 "cross_rack_bytes", "done_tasks")
 
     def __init__(self, r: JobRun):
         for name in DoneRun.__slots__:
@@ -89,20 +95,13 @@ class DoneRun:
         return self.done_tasks == len(self.tasks)
 
 
-class DoneRow:
+class DoneRow(_Finished):
     """A finished job cut down further (SimBackend._drop_done): its spec, and the number of the
     row of SimBackend._done_stats that holds its job_stats (they no longer change once it holds
     no GPU). About 80 bytes against a DoneRun's 360 (its counters are boxed floats). It reads
     as a finished run: no placements, no finish entry, and a version no event carries."""
     __slots__ = ("spec", "row")
-    finished = True
     version = -1
-    prof = None
-    fin_ev = None
-    deferred = None
-    saving = False
-    packed = False
-    placements = _NO_PLACEMENTS
 
     def __init__(self, spec, row: int):
         self.spec, self.row = spec, row

@@ -345,7 +345,7 @@ def _one_step():
     """The compiled `_one_step_py` (and `_tightest`), or None where numba cannot be imported or
     DLSCHED_JIT is "0" (the numpy path runs). Compiled at the first call and cached on disk by
     numba."""
-    global _step, _step_missing, _tightest
+    global _step, _step_missing, _tightest, _covers
     if _step is None and not _step_missing:
         if os.environ.get("DLSCHED_JIT", "1") == "0":
             _step_missing = True
@@ -355,9 +355,22 @@ def _one_step():
         except ImportError:
             _step_missing = True
             return None
+        _covers = numba.njit(cache=True, nogil=True, inline="always")(_covers_py)
         _tightest = numba.njit(cache=True, nogil=True)(_tightest_py)
         _step = numba.njit(cache=True, nogil=True)(_one_step_py)
     return _step
+
+
+def _covers_py(free, n, floor):
+    """Node n's free vector covers the worker: free[n] >= floor on every resource (floor =
+    demand - eps); a NaN never covers."""
+    for r in range(free.shape[1]):
+        if not free[n, r] >= floor[r]:
+            return False
+    return True
+
+
+_covers = _covers_py
 
 
 def _tightest_py(ok, sel, by_mask, gpus, need, free, floor):
@@ -382,12 +395,7 @@ def _tightest_py(ok, sel, by_mask, gpus, need, free, floor):
         elif not free[n, GPU] > _EPS:
             continue
         seen = True
-        fits = True
-        for r in range(free.shape[1]):
-            if not free[n, r] >= floor[r]:
-                fits = False
-                break
-        if fits and free[n, GPU] < best_free:
+        if _covers(free, n, floor) and free[n, GPU] < best_free:
             best = n
             best_free = free[n, GPU]
     if not seen or (by_mask and not total >= need):
@@ -437,12 +445,7 @@ def _one_step_py(ok, has, gpu_load, gpus, free, floor):
                 first = n
                 if not loads[n] < 1:
                     return _LEAST_FULL
-            fits = True
-            for r in range(free.shape[1]):
-                if not free[n, r] >= floor[r]:
-                    fits = False
-                    break
-            if fits and free[n, GPU] < best_free:
+            if _covers(free, n, floor) and free[n, GPU] < best_free:
                 best = n
                 best_free = free[n, GPU]
     return best if best >= 0 else _NOBODY_FITS
