@@ -44,90 +44,26 @@ def available() -> bool:
         except ImportError:
             _missing = True
             return False
-        jit = numba.njit(cache=True, nogil=True)
-        # the helpers are inlined: a call that passes arrays costs their reference counts
+        # The steps are inlined into the one kernel, and no step calls a helper in a loop: numba
+        # counts references to every array a call passes (an atomic add and subtract each), and
+        # with helpers called per link and per flow that counting was 40 % of an update's time.
         small = numba.njit(cache=True, nogil=True, inline="always")
-        global _sift_up, _sift_down, _heap_set, _heap_remove, _link_state, _bottlenecked, _solve, _violations
-        _sift_up = small(_sift_up)
-        _sift_down = small(_sift_down)
-        _heap_set = small(_heap_set)
-        _heap_remove = small(_heap_remove)
-        _link_state = small(_link_state)
-        _bottlenecked = small(_bottlenecked)
-        _solve = jit(_solve)
-        _violations = jit(_violations)
-        _kernel = jit(_update_py)
+        global _solve, _violations
+        _solve = small(_solve)
+        _violations = small(_violations)
+        _kernel = numba.njit(cache=True, nogil=True)(_update_py)
     return _kernel is not None
 
 
 # -- the kernel (plain Python functions, compiled by available()) ---------------------------------
-def _sift_up(hs, hl, hpos, i):
-    """Move heap entry i (key hs[i], link hl[i]) up to its place; (key, link) ordered as
-    Python's tuples are. hpos[link] follows each link's position."""
-    s = hs[i]
-    link = hl[i]
-    while i > 0:
-        p = (i - 1) >> 1
-        if hs[p] < s or (hs[p] == s and hl[p] < link):
-            break
-        hs[i] = hs[p]
-        hl[i] = hl[p]
-        hpos[hl[i]] = i
-        i = p
-    hs[i] = s
-    hl[i] = link
-    hpos[link] = i
-    return i
-
-
-def _sift_down(hs, hl, hpos, i, size):
-    s = hs[i]
-    link = hl[i]
-    while True:
-        c = 2 * i + 1
-        if c >= size:
-            break
-        if c + 1 < size and (hs[c + 1] < hs[c] or (hs[c + 1] == hs[c] and hl[c + 1] < hl[c])):
-            c += 1
-        if hs[c] < s or (hs[c] == s and hl[c] < link):
-            hs[i] = hs[c]
-            hl[i] = hl[c]
-            hpos[hl[i]] = i
-            i = c
-        else:
-            break
-    hs[i] = s
-    hl[i] = link
-    hpos[link] = i
-
-
-def _heap_set(hs, hl, hpos, size, link, key):
-    """Give `link` (in the heap) a new key."""
-    i = hpos[link]
-    hs[i] = key
-    if _sift_up(hs, hl, hpos, i) == i:
-        _sift_down(hs, hl, hpos, i, size)
-
-
-def _heap_remove(hs, hl, hpos, size, link):
-    """Take `link` out of the heap; returns the new size."""
-    i = hpos[link]
-    hpos[link] = -1
-    size -= 1
-    if i != size:
-        hs[i] = hs[size]
-        hl[i] = hl[size]
-        hpos[hl[i]] = i
-        if _sift_up(hs, hl, hpos, i) == i:
-            _sift_down(hs, hl, hpos, i, size)
-    return size
-
-
 def _solve(cap, users, nusers, flinks, nlinks, rate, in_reg, stamp, region, nreg,
-           lmark, lgen, reglinks, remaining, count, new, frozen_at, fmark, hs, hl, hpos):
+           lmark, lgen, reglinks, remaining, count, new, frozen_at, fmark, hs, hl, hpos, rmark, resid,
+           pend, pflag):
     """NetShares._solve + speed.max_min_shares: the region's max-min shares in what the flows
     outside leave of each link. Marks the region's links with lgen (lmark) and lists them in
-    reglinks; returns how many."""
+    reglinks; returns how many. A link's residual is summed once per update (rmark == stamp,
+    kept in resid) until a flow on it joins the region (the caller clears its mark): the same
+    sum over the same flows in the same order."""
     nl = 0
     for i in range(nreg):
         f = region[i]
@@ -137,30 +73,72 @@ def _solve(cap, users, nusers, flinks, nlinks, rate, in_reg, stamp, region, nreg
                 lmark[link] = lgen
                 reglinks[nl] = link
                 nl += 1
-                used = 0.0
-                for j in range(nusers[link]):
-                    g = users[link, j]
-                    if in_reg[g] != stamp:
-                        used += rate[g]
-                left = cap[link] - used
-                remaining[link] = left if left > 0.0 else 0.0
+                if rmark[link] != stamp:
+                    rmark[link] = stamp
+                    used = 0.0
+                    for j in range(nusers[link]):
+                        g = users[link, j]
+                        if in_reg[g] != stamp:
+                            used += rate[g]
+                    left = cap[link] - used
+                    resid[link] = left if left > 0.0 else 0.0
+                remaining[link] = resid[link]
                 count[link] = 0
             count[link] += 1
     # Progressive filling over an indexed heap: one entry per link, keyed (remaining / count,
-    # link), re-keyed when a flow on it freezes elsewhere and taken out when its last flow
-    # does. It pops the same links in the same order as speed.max_min_shares' heap of stale
-    # entries, which pops the least current key (a stale entry fails its equality test).
-    size = 0
+    # link). It pops the same links in the same order as speed.max_min_shares' heap of stale
+    # entries, which pops the least current key (a stale entry fails its equality test). A link
+    # whose flows are all frozen (the one popped among them) is keyed +inf and stays: the
+    # filling ends when the least key is +inf. The keys a pop changes are written after its
+    # flows are frozen (pend), each at one place: the heap is valid at every write, and the
+    # next pop sees the same keys as if each had been written at once.
     for i in range(nl):
-        link = reglinks[i]
-        hs[size] = remaining[link] / count[link]
-        hl[size] = link
-        _sift_up(hs, hl, hpos, size)
-        size += 1
-    while size > 0:
+        pend[i] = reglinks[i]
+    npend = nl
+    size = 0
+    while True:
+        for q in range(npend):
+            link = pend[q]
+            pflag[link] = False
+            c = count[link]
+            s = remaining[link] / c if c > 0 else np.inf
+            i = hpos[link]
+            if i < 0:                      # a new entry, at the end
+                i = size
+                size += 1
+            start = i
+            while i > 0:                   # up while (s, link) is less than its parent's
+                p = (i - 1) >> 1
+                if hs[p] < s or (hs[p] == s and hl[p] < link):
+                    break
+                hs[i] = hs[p]
+                hl[i] = hl[p]
+                hpos[hl[i]] = i
+                i = p
+            if i == start:                 # down while a child's is less
+                while True:
+                    ch = 2 * i + 1
+                    if ch >= size:
+                        break
+                    if ch + 1 < size and (hs[ch + 1] < hs[ch] or (hs[ch + 1] == hs[ch] and hl[ch + 1] < hl[ch])):
+                        ch += 1
+                    if hs[ch] < s or (hs[ch] == s and hl[ch] < link):
+                        hs[i] = hs[ch]
+                        hl[i] = hl[ch]
+                        hpos[hl[i]] = i
+                        i = ch
+                    else:
+                        break
+            hs[i] = s
+            hl[i] = link
+            hpos[link] = i
+        if size == 0 or hs[0] == np.inf:
+            break
         share = hs[0]
         link = hl[0]
-        size = _heap_remove(hs, hl, hpos, size, link)
+        pend[0] = link
+        pflag[link] = True
+        npend = 1
         for j in range(nusers[link]):
             f = users[link, j]
             if in_reg[f] != stamp or fmark[f] == lgen:
@@ -173,58 +151,25 @@ def _solve(cap, users, nusers, flinks, nlinks, rate, in_reg, stamp, region, nreg
                 left = remaining[other] - share
                 remaining[other] = left if left > 0.0 else 0.0
                 count[other] -= 1
-                if other != link:
-                    if count[other] > 0:
-                        _heap_set(hs, hl, hpos, size, other, remaining[other] / count[other])
-                    elif hpos[other] >= 0:
-                        size = _heap_remove(hs, hl, hpos, size, other)
+                if not pflag[other]:
+                    pflag[other] = True
+                    pend[npend] = other
+                    npend += 1
         count[link] = 0
+    for i in range(nl):
+        hpos[reglinks[i]] = -1
     return nl
-
-
-def _link_state(link, cap, users, nusers, rate, in_reg, stamp, new, smark, sgen, sfull, smost):
-    """(full, top rate) of a link under the region's new rates, computed once per check."""
-    if smark[link] != sgen:
-        total = 0.0
-        most = -np.inf
-        for j in range(nusers[link]):
-            g = users[link, j]
-            r = new[g] if in_reg[g] == stamp else rate[g]
-            total += r
-            if r > most:
-                most = r
-        smark[link] = sgen
-        sfull[link] = total >= cap[link] * (1.0 - TOL)
-        smost[link] = most
-    return sfull[link], smost[link]
-
-
-def _bottlenecked(f, r, first, cap, users, nusers, flinks, nlinks, rate, in_reg, stamp, new,
-                  smark, sgen, sfull, smost, bneck):
-    """Has flow f (at rate r) a full link on which no flow gets more? Its first candidate is
-    `first` (-1: none); the link found is remembered in bneck."""
-    if first >= 0:
-        full, most = _link_state(first, cap, users, nusers, rate, in_reg, stamp, new, smark, sgen, sfull, smost)
-        if full and r >= most * (1.0 - TOL):
-            bneck[f] = first
-            return True
-    for k in range(nlinks[f]):
-        link = flinks[f, k]
-        if link == first:
-            continue
-        full, most = _link_state(link, cap, users, nusers, rate, in_reg, stamp, new, smark, sgen, sfull, smost)
-        if full and r >= most * (1.0 - TOL):
-            bneck[f] = link
-            return True
-    return False
 
 
 def _violations(cap, users, nusers, flinks, nlinks, rate, bneck, in_reg, stamp, region, nreg,
                 lmark, lgen, reglinks, nl, new, frozen_at, smark, sgen, sfull, smost,
-                omark, grow):
+                omark, grow, cand):
     """NetShares._violations: the flows outside the region that must join it (into grow, marked
-    with sgen in omark); returns how many."""
-    ng = 0
+    with sgen in omark); returns how many. The flows to check are listed first (cand: those
+    outside on the region's links whose last bottleneck may have moved, in the order met, then
+    the region's), then checked in one loop: the links' states depend on the rates alone, which
+    the check does not change, so the order of the checks changes nothing."""
+    nc = 0
     for i in range(nl):
         link = reglinks[i]
         for j in range(nusers[link]):
@@ -236,17 +181,48 @@ def _violations(cap, users, nusers, flinks, nlinks, rate, bneck, in_reg, stamp, 
             # A bottleneck away from the region's links is as it was: still one.
             if b >= 0 and lmark[b] != lgen:
                 continue
-            if not _bottlenecked(g, rate[g], b, cap, users, nusers, flinks, nlinks, rate, in_reg, stamp,
-                                 new, smark, sgen, sfull, smost, bneck):
-                omark[g] = sgen
-                grow[ng] = g
-                ng += 1
+            cand[nc] = g
+            nc += 1
     for i in range(nreg):
-        f = region[i]
-        r = new[f]
-        if _bottlenecked(f, r, frozen_at[f], cap, users, nusers, flinks, nlinks, rate, in_reg, stamp,
-                         new, smark, sgen, sfull, smost, bneck):
+        cand[nc] = region[i]
+        nc += 1
+    ng = 0
+    for c in range(nc):
+        f = cand[c]
+        inside = in_reg[f] == stamp
+        r = new[f] if inside else rate[f]
+        # its first candidate: the link it froze at (region) or was last bottlenecked at
+        first = frozen_at[f] if inside else bneck[f]
+        # Has f a bottleneck: a full link on which no flow gets more?
+        found = False
+        for k in range(-1, nlinks[f]):
+            link = first if k < 0 else flinks[f, k]
+            if link < 0 or (k >= 0 and link == first):
+                continue
+            if smark[link] != sgen:        # the link's (full, top rate), once per check
+                total = 0.0
+                most = -np.inf
+                for j in range(nusers[link]):
+                    g = users[link, j]
+                    rg = new[g] if in_reg[g] == stamp else rate[g]
+                    total += rg
+                    if rg > most:
+                        most = rg
+                smark[link] = sgen
+                sfull[link] = total >= cap[link] * (1.0 - TOL)
+                smost[link] = most
+            if sfull[link] and r >= smost[link] * (1.0 - TOL):
+                bneck[f] = link
+                found = True
+                break
+        if found:
             continue
+        if not inside:
+            omark[f] = sgen
+            grow[ng] = f
+            ng += 1
+            continue
+        # a region flow without one: those outside that get more on its links join
         for k in range(nlinks[f]):
             link = flinks[f, k]
             for j in range(nusers[link]):
@@ -260,7 +236,7 @@ def _violations(cap, users, nusers, flinks, nlinks, rate, bneck, in_reg, stamp, 
 
 def _update_py(cap, users, nusers, flinks, nlinks, rate, has_rate, bneck, rem, add, add_off, add_links,
                gen, in_reg, lmark, fmark, smark, omark, sfull, smost, remaining, count, new, frozen_at,
-               region, reglinks, grow, hs, hl, hpos, out_slot, out_rate, counters):
+               region, reglinks, grow, hs, hl, hpos, out_slot, out_rate, counters, rmark, resid, pend, pflag, cand):
     """NetShares.update on arrays: remove the flows `rem`, add the flows `add` (links
     add_links[add_off[i]:add_off[i + 1]]), re-share the region they reach. Writes the flows
     whose rate changed into out_slot/out_rate and returns how many; -1 when a link's user list
@@ -334,11 +310,12 @@ def _update_py(cap, users, nusers, flinks, nlinks, rate, has_rate, bneck, rem, a
         lgen = gen
         gen += 1
         nl = _solve(cap, users, nusers, flinks, nlinks, rate, in_reg, stamp, region, nreg,
-                    lmark, lgen, reglinks, remaining, count, new, frozen_at, fmark, hs, hl, hpos)
+                    lmark, lgen, reglinks, remaining, count, new, frozen_at, fmark, hs, hl, hpos, rmark, resid,
+                    pend, pflag)
         sgen = gen
         gen += 1
         ng = _violations(cap, users, nusers, flinks, nlinks, rate, bneck, in_reg, stamp, region, nreg,
-                         lmark, lgen, reglinks, nl, new, frozen_at, smark, sgen, sfull, smost, omark, grow)
+                         lmark, lgen, reglinks, nl, new, frozen_at, smark, sgen, sfull, smost, omark, grow, cand)
         if ng == 0:
             break
         for i in range(ng):
@@ -346,6 +323,8 @@ def _update_py(cap, users, nusers, flinks, nlinks, rate, has_rate, bneck, rem, a
             in_reg[g] = stamp
             region[nreg] = g
             nreg += 1
+            for k in range(nlinks[g]):
+                rmark[flinks[g, k]] = 0      # its links' residuals lose g: summed again
     nout = 0
     for i in range(nreg):
         f = region[i]
@@ -394,6 +373,10 @@ class FastNetShares:
         self._sfull = np.zeros(L, dtype=np.bool_)
         self._smost = np.zeros(L, dtype=np.float64)
         self._remaining = np.zeros(L, dtype=np.float64)
+        self._rmark = np.zeros(L, dtype=np.int64)       # resid[link] holds this update's residual
+        self._resid = np.zeros(L, dtype=np.float64)
+        self._pend = np.zeros(L, dtype=np.int64)        # links whose heap key a pop changed
+        self._pflag = np.zeros(L, dtype=np.bool_)
         self._count = np.zeros(L, dtype=np.int64)
         self._reglinks = np.zeros(L, dtype=np.int64)
         self._hs = np.zeros(L, dtype=np.float64)      # the filling's heap: keys, links by position
@@ -429,6 +412,7 @@ class FastNetShares:
         grown("_frozen_at", np.int64)
         grown("_region", np.int64)
         grown("_grow", np.int64)
+        grown("_cand", np.int64)
         grown("_out_slot", np.int64)
         grown("_out_rate", np.float64)
         if F > old:
@@ -493,7 +477,8 @@ class FastNetShares:
                         self._in_reg, self._lmark, self._fmark, self._smark, self._omark, self._sfull,
                         self._smost, self._remaining, self._count, self._new, self._frozen_at,
                         self._region, self._reglinks, self._grow, self._hs, self._hl, self._hpos,
-                        self._out_slot, self._out_rate, self._counters)
+                        self._out_slot, self._out_rate, self._counters, self._rmark, self._resid,
+                        self._pend, self._pflag, self._cand)
             self._gen = int(self._counters[0])
             if n >= 0:
                 break
