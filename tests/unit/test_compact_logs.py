@@ -235,3 +235,17 @@ def test_stats_block_reads_back_values_of_the_same_type():
         with pytest.raises(KeyError):
             st["absent"]
     _same(list(pickle.loads(pickle.dumps(log))), list(appended))
+
+
+def test_of_stats_keeps_a_row_of_another_block():
+    """A StatsRow handed to of_stats (the simulator's finished jobs' rows, final_stats) is kept
+    as it is: the record reads as the dict it was made from, beside rows of of_stats' own block."""
+    from dlsched.scheduler.eventlog import StatsBlock
+    done = StatsBlock(("gpu_s", "suspends"))
+    done.add({"gpu_s": 1.5, "suspends": 0})
+    row = done.add({"gpu_s": 2.5, "suspends": 3})
+    log = CompactLog.of_stats(10.0, [("a", row), ("b", {"gpu_s": 0.0, "suspends": 1}), ("c", None)])
+    recs = list(log)
+    assert [r.job_id for r in recs] == ["a", "b", "c"] and all(r.kind == "stats" for r in recs)
+    assert recs[0].stats == {"gpu_s": 2.5, "suspends": 3} and type(recs[0].stats["suspends"]) is int
+    assert recs[1].stats == {"gpu_s": 0.0, "suspends": 1} and recs[2].stats is None

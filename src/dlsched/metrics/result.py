@@ -255,7 +255,9 @@ def _build_result(scheduler, backend, *, policy: str, cluster_name: str, workloa
     now = backend.now()
     # The logs are kept in columns (CompactLog, the backend's EngineLog) and read as records:
     # a 1M-job run writes about 4M of them, and a list of tuples would cost 4x the memory.
-    stats = CompactLog.of_stats(now, ((j, backend.job_stats(j)) for j in scheduler.jobs))
+    # a backend that keeps finished jobs' stats in rows hands those rows on (final_stats)
+    final = getattr(backend, "final_stats", backend.job_stats)
+    stats = CompactLog.of_stats(now, ((j, final(j)) for j in scheduler.jobs))
     eff = backend.effective_gpu_s() if hasattr(backend, "effective_gpu_s") else None
     sched_log = scheduler.log if getattr(scheduler.log, "compact", False) else CompactLog(scheduler.log)
     timeline = scheduler.timeline

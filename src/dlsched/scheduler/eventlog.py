@@ -443,13 +443,19 @@ class CompactLog(ColumnSeq):
         appending LogRecord(now, "stats", job_id, stats=stats) for each, built faster and kept
         in columns (a 1M-job run appends one per job): the dicts with the first one's keys
         become rows of one StatsBlock (a typed array per key where every value is a float, or
-        every value an int), the others are kept as `append` keeps them."""
+        every value an int), a StatsRow is kept as it is (a row of a block the caller made),
+        the others are kept as `append` keeps them."""
         out = cls()
         code = out._new_kind("stats")
         keysets = out._keysets
         js, xs, ss = out._j, out._x, []
         block = None
         for job_id, st in items:
+            if type(st) is StatsRow:              # a row of a block already made: kept as it is
+                ss.append(_STATROW)
+                xs.append(st)
+                js.append(job_id)
+                continue
             keys = tuple(st) if type(st) is dict else None
             if keys is not None and block is None and all(type(k) is str for k in keys):
                 block = StatsBlock(keys)

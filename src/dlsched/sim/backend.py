@@ -28,6 +28,7 @@ iteration and the job's finish.
 """
 from __future__ import annotations
 
+from array import array
 from heapq import heappush
 
 import numpy as np
@@ -39,7 +40,8 @@ from dlsched.scheduler import events as ev
 from dlsched.sim import phases, switch_cost
 from dlsched.sim.engine import (P_ARRIVAL, P_FINISH, P_NODE, P_RATE, P_TICK, EngineLog, EventHeap, Arrive,
                                 Finish, NodeChange, RateChange, SaveDone, TaskDone, Tick)
-from dlsched.scheduler.eventlog import StatsBlock
+from dlsched.scheduler.eventlog import StatsBlock, StatsRow
+from dlsched.sim.fastrate import VERSION as _VERSION
 from dlsched.sim.run import DoneRow, DoneRun, JobRun
 from dlsched.workload.loss import observed_loss
 from dlsched.sim.network import net_shares
@@ -65,6 +67,9 @@ class SimBackend:
     # A finished job's stats become a row of typed columns (_drop_done); False keeps a DoneRun
     # for each (tests compare the two).
     compact_done = True
+    # The jobs a re-share moved are re-rated in compiled code where the shares are
+    # (dlsched.sim.fastrate); False keeps them all in Python (tests compare the two).
+    compiled_rerate = True
 
     def __init__(self, cluster: Cluster, jobs: list[JobSpec], *, speed: SpeedParams | None = None,
                  restart_delay_s: float = 30.0, node_events: list[tuple[float, int, bool]] = (),
@@ -110,6 +115,14 @@ class SimBackend:
         self._arr_seq0 = self.heap.reserve(len(self._jobs))
         self._arr_next = 0
         self._arr_event: Arrive | None = None
+        self._arr_k = -1           # the list position of the arrival in the heap
+        # the compiled re-rate (fastrate.FlowRuns) once the shares are compiled, and each job's
+        # place among all job ids in sorted order (its sequence numbers then: _refresh)
+        self._flows = None
+        self._rank: array | None = None
+        self._ranked = True        # False once a job came from outside the list (no rank)
+        self._seq0: int | None = None
+        self._rec_buf: list | None = None   # rate records of one _rerate, put in job order
         self._feed_arrival()
         self._ghost_t = -np.inf    # the latest deferred finish never pushed (see _push_finish)
         for t, node, up in node_events:
@@ -156,8 +169,18 @@ class SimBackend:
             return {"step": None, "remaining": None, "progress": 0.0, "rate": 0.0, "loss": None, "gpu_s": 0.0,
                     "first_progress_s": None, "suspends": 0, "resumes": 0, "switch_lost_s": 0.0,
                     "switch_lost_gpu_s": 0.0, "nic_bytes": 0.0, "cross_rack_bytes": 0.0}
+        if r.slot >= 0:
+            self._flows.own(r)
         self._advance(r, self._now)
         return self._stats_of(r)
+
+    def final_stats(self, job_id: str):
+        """job_stats for the run's result: a finished job's row of `_done_stats` as it is (a
+        StatsRow, equal to the dict job_stats reads from it), without a dict and a second row."""
+        r = self.runs.get(job_id)
+        if type(r) is DoneRow:
+            return StatsRow(self._done_stats, r.row)
+        return self.job_stats(job_id)
 
     def _stats_of(self, r) -> dict:
         """job_stats of a run brought up to now."""
@@ -205,7 +228,7 @@ class SimBackend:
         """Push the next arrival (see __init__)."""
         i = self._arr_next
         if i < len(self._arr_order):
-            k = int(self._arr_order[i])
+            k = self._arr_k = int(self._arr_order[i])
             self._arr_next = i + 1
             e = self._arr_event = Arrive(self._jobs[k])
             self.heap.push_seq(float(self._arr_times[k]), P_ARRIVAL, self._arr_seq0 + k, e)
@@ -214,6 +237,8 @@ class SimBackend:
         now = self._now
         for d in plan.ordered():
             r = self.runs[d.job_id]
+            if r.slot >= 0:
+                self._flows.own(r)
             cost = d.cost   # a switch cost carried by the decision (Gandiva), None: the run's default
             if isinstance(d, Suspend):
                 if cost is not None:
@@ -268,6 +293,8 @@ class SimBackend:
         cls = type(e)          # the engine's records are final classes: `is`, not isinstance
         if cls is Finish:
             r = self.runs.get(e.job_id)
+            if r is not None and r.slot >= 0:
+                self._flows.own(r)
             if r is not None and e is r.fin_ev:
                 r.fin_ev = None
                 d = r.deferred
@@ -290,12 +317,16 @@ class SimBackend:
             out.append(ev.JobFinish(now, r.spec.job_id))
         elif cls is SaveDone:
             r = self.runs.get(e.job_id)
+            if r is not None and r.slot >= 0:
+                self._flows.own(r)
             if r is None or r.finished or e.version != r.version:
                 return  # stale
             self._finish(r, now)
             out.append(ev.JobFinish(now, r.spec.job_id))
         elif cls is TaskDone:
             r = self.runs[e.job_id]
+            if r.slot >= 0:
+                self._flows.own(r)
             if e.version != r.version or e.task not in r.placements:
                 return
             tp = r.placements.pop(e.task)
@@ -307,15 +338,21 @@ class SimBackend:
                 self.log.append((now, "finish", r.spec.job_id, ""))
                 out.append(ev.JobFinish(now, r.spec.job_id))
         elif cls is Arrive:
+            k = -1
             if e is self._arr_event:
+                k = self._arr_k
                 self._feed_arrival()
+            elif self._ranked:
+                self._unrank()
             job = e.job
             work = job.iterations if job.iterations is not None else (job.duration_s or 0.0)
-            self.runs[job.job_id] = JobRun(job, job.tasks, float(work), last_t=now)
+            self.runs[job.job_id] = JobRun(job, job.tasks, float(work), last_t=now, k=k)
             self.log.append((now, "arrival", job.job_id, ""))
             out.append(ev.JobArrival(now, job))
         elif cls is RateChange:
             r = self.runs.get(e.job_id)
+            if r is not None and r.slot >= 0:
+                self._flows.own(r)
             if r is not None and e.version == r.version and not r.finished:
                 self._touched.add(r.spec.job_id)
                 if r.prof is not None and r.prof.link_bytes:
@@ -334,6 +371,8 @@ class SimBackend:
         if not e.up:
             for r in list(self.runs.values()):
                 if not r.finished and any(tp.node == e.node for tp in r.placements.values()):
+                    if r.slot >= 0:
+                        self._flows.own(r)
                     self._stop(r, now)
                     out.append(ev.JobStopped(now, r.spec.job_id, f"node {e.node} down"))
             out.append(ev.NodeDown(now, e.node))
@@ -514,7 +553,10 @@ class SimBackend:
                 r.first_progress_s = now
             self._push_finish(r, now + max(r.remaining, 0.0) / rate, seq)
         if self.record_rates:
-            self.log.append((now, "rate", r.spec.job_id, f"{rate:.9g}"))
+            if self._rec_buf is not None:      # in _rerate with the compiled re-rate: in job order
+                self._rec_buf.append((r.spec.job_id, rate))
+            else:
+                self.log.append((now, "rate", r.spec.job_id, f"{rate:.9g}"))
 
     def _push_finish(self, r: JobRun, t: float, seq: int | None = None) -> None:
         """The job's finish entry for its current version at time t. A re-rated job's earlier
@@ -558,10 +600,16 @@ class SimBackend:
         r.factor = None
         if r.finished or r.saving or not r.whole or r.spec.kind != "dl" or self._now < r.restart_until:
             return 0.0
-        base = 1.0 if r.prof is None else r.prof.rate(shares if r.prof.link_bytes else {})
+        prof = r.prof
+        base = 1.0 if prof is None else prof.rate(shares if prof.link_bytes else {})
         f = self._interference(r)
         if shares is not None:
             r.factor = f     # kept for the re-rates that only a re-share causes (_refresh)
+            # and the rate formula's constants (JobComm.rate_at), in the order _rerate reads them
+            it = prof.iteration_based
+            r.consts = (prof.local_comm_s, prof.max_link_bytes, prof.compute_s, prof.overlap,
+                        1.0 if it else prof.ideal_iter_s, 1.0 if it else 1.0 / prof.ideal_iter_s,
+                        prof.nic_bytes, prof.cross_rack_bytes, f)
         return base * f
 
     def _refresh(self) -> None:
@@ -571,6 +619,14 @@ class SimBackend:
         now = self._now
         runs = self.runs
         touched = self._touched
+        flows_rt = self._flows
+        if flows_rt is not None:
+            # out of array mode (fastrate) before Python reads them: a touched job is re-rated
+            # in Python, and a changed flow may be removed (its slot given to another)
+            for jid in touched | self._net_dirty:
+                r = runs[jid]
+                if r.slot >= 0:
+                    flows_rt.own(r)
         for jid in (sorted(touched) if len(touched) > 1 else touched):
             r = runs[jid]
             if r.finished:
@@ -602,6 +658,7 @@ class SimBackend:
                 partial_jobs.discard(jid)
         todo = touched
         changed: dict[str, float] = {}
+        self._seq0 = None
         if self._net_dirty:
             # Flows: jobs that use shared links and are not restarting. Only the components
             # of the links they change are re-shared, and only jobs whose share moved re-rated.
@@ -618,14 +675,23 @@ class SimBackend:
                 elif jid in flows:
                     changes[jid] = None
             if changes:
-                changed = self.net.update(changes)
+                if flows_rt is not None:
+                    changed = self._rerate_compiled(changes, now)
+                else:
+                    changed = self.net.update(changes)
+                    if self.compiled_rerate and self._ranked:
+                        self._start_flows()
                 if changed:
                     todo = todo | changed.keys()
         order = sorted(todo) if len(todo) > 1 else todo
-        # One sequence number per job, in this order, for a finish it may push: the same order
-        # of entries as taking them one at a time (gaps do not matter), without a call per job.
-        seq = self.heap.reserve(len(order))
-        self._rerate(order, seq, changed, now)
+        if flows_rt is not None:
+            # sequence numbers seq + rank (a block _rerate_compiled reserved, if it ran)
+            seq0 = self._seq0 if self._seq0 is not None else self.heap.reserve(len(self._rank))
+            self._rerate(order, seq0, changed, now, self._rank)
+        else:
+            # One sequence number per job, in this order, for a finish it may push: the same
+            # order of entries as taking them one at a time (gaps do not matter).
+            self._rerate(order, self.heap.reserve(len(order)), changed, now)
         if partial_jobs or self._partial:
             self._partial = float(sum(runs[j].hold_gpus for j in partial_jobs))
         self._touched.clear()
@@ -642,65 +708,137 @@ class SimBackend:
         cap = self.speed.link_capacity
         return {link: (float(cap[link]) if s is None else s) for link in r.prof.link_bytes}
 
-    def _rerate(self, order, seq: int, changed: dict, now: float) -> None:
+    def _start_flows(self) -> None:
+        """Turn the compiled re-rate on (dlsched.sim.fastrate) once the shares are compiled:
+        each job's rank among all job ids in sorted order, for its sequence numbers."""
+        from dlsched.sim import fastrate, netfast
+        real = getattr(self.net, "_real", self.net)
+        if type(real) is not netfast.FastNetShares or not fastrate.available():
+            self.compiled_rerate = False          # (this backend's: not to be asked again)
+            return
+        ids = [job.job_id for job in self._jobs]
+        rank = np.empty(len(ids), dtype=np.int64)
+        rank[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+        self._rank = array("q", rank.tobytes())     # read as Python ints, 8 bytes a job
+        self._flows = fastrate.FlowRuns(real)
+
+    def _unrank(self) -> None:
+        """A job came from outside the list (no rank): back to Python re-rates for good."""
+        self._ranked = False
+        fl = self._flows
+        if fl is not None:
+            for r in list(fl.runs):
+                if r is not None:
+                    fl.own(r)
+            self._flows = None
+            self._rank = None
+
+    def _rerate_compiled(self, changes: dict, now: float) -> dict:
+        """The re-share and the compiled re-rate of the jobs in array mode it moved
+        (fastrate.FlowRuns.rerate); {job: share} for those Python must re-rate. Reserves the
+        update's block of sequence numbers (self._seq0; a job's is seq0 + its rank)."""
+        net, fl = self.net, self._flows
+        n = net.update_slots(changes)
+        seq0 = self._seq0 = self.heap.reserve(len(self._rank))
+        real = fl.net
+        npy, npush, nrec, self._ghost_t = fl.rerate(n, real._out_slot, real._out_rate, now, seq0,
+                                                    self.defer_finishes, self.record_rates, self._ghost_t)
+        names, runs_at, rank = real._names, fl.runs, self._rank
+        if npush:
+            heap = self.heap._heap
+            for s, t in zip(fl._push_slot[:npush].tolist(), fl._push_t[:npush].tolist()):
+                r = runs_at[s]
+                jid = r.spec.job_id
+                r.fin_ev = ev = Finish(jid, int(fl.is_[s, _VERSION]))
+                heappush(heap, (t, P_FINISH, seq0 + rank[r.k], ev))
+        if nrec:
+            self._rec_buf = [(names[s], rt) for s, rt in zip(fl._rec_slot[:nrec].tolist(),
+                                                              fl._rec_rate[:nrec].tolist())]
+        return dict(zip(map(names.__getitem__, fl._py_slot[:npy].tolist()), fl._py_share[:npy].tolist()))
+
+    def _rerate(self, order, seq: int, changed: dict, now: float, rank=None) -> None:
         """_refresh's last loop: each job of `order` brought to its rate, the i-th with sequence
-        number seq + i for a finish it pushes. A touched job (its placement, co-runners or state
+        number seq + i for a finish it pushes (with `rank`, a job's list position -> its rank:
+        seq + its rank, the same order). A touched job (its placement, co-runners or state
         changed) through _target_rate and _set_rate. A job that only a re-share moved is the
         most frequent on a busy cluster (tens per arrival): its interference factor is the one
         last computed, and its rate is rate(shares) * factor for one share on every link, as
         JobComm.rate_at computes; _set_rate, _advance and _push_finish are written out here for
-        it, the same operations in the same order."""
+        it, the same operations in the same order. With the compiled re-rate on (self._flows),
+        most of those were re-rated there already; the jobs here enter its array mode after."""
         runs, touched = self.runs, self._touched
         heap = self.heap._heap
         defer, record = self.defer_finishes, self.record_rates
-        for jid in order:
+        flows_rt = self._flows if rank is not None else None    # (on from the next _refresh)
+        if flows_rt is not None and record:
+            # rate records in job order with the compiled re-rate's (_rerate_compiled)
+            if self._rec_buf is None:
+                self._rec_buf = []
+            record = False
+        for i, jid in enumerate(order):
             r = runs[jid]
+            sq = seq + i if rank is None else seq + rank[r.k]
+            if r.slot >= 0:                 # the compiled re-rate gave it back (its rate is 0)
+                flows_rt.own(r)
             if r.factor is None or jid in touched:     # (otherwise in `changed`)
-                self._set_rate(r, self._target_rate(r, self._job_shares(r)), now, seq)
-                seq += 1
-                continue
-            prof = r.prof
-            comm = prof.local_comm_s
-            comm += prof.max_link_bytes / changed[jid]
-            c = prof.compute_s
-            t = c + comm - prof.overlap * min(c, comm)
-            rate = (1.0 / t if prof.iteration_based else prof.ideal_iter_s / t) * r.factor
-            eff = r.hold_gpus / r.share if rate > 0 else 0.0
-            if eff != r.eff_gpus:
-                self._add_effective(eff - r.eff_gpus)
-                r.eff_gpus = eff
-            old = r.rate
-            if rate == old:
-                seq += 1
-                continue
-            dt = now - r.last_t           # _advance
-            if dt > 0 and old > 0:
-                done = min(old * dt, r.remaining)
-                r.remaining -= done
-                per = 1.0 if prof.iteration_based else 1.0 / prof.ideal_iter_s
-                r.nic_bytes += done * per * prof.nic_bytes
-                r.cross_rack_bytes += done * per * prof.cross_rack_bytes
-            r.last_t = now
-            r.rate = rate
-            r.version += 1
-            if rate > 0:
-                if r.first_progress_s is None:
-                    r.first_progress_s = now
-                t = now + max(r.remaining, 0.0) / rate     # _push_finish(r, t) with this seq
-                d = r.deferred
-                if d is not None:
-                    r.deferred = None
-                    if d[0] > self._ghost_t:
-                        self._ghost_t = d[0]
-                if defer and r.fin_ev is not None and r.fin_at <= t:
-                    r.deferred = (t, seq, r.version)
-                else:
-                    r.fin_ev = Finish(jid, r.version)
-                    r.fin_at = t
-                    heappush(heap, (t, P_FINISH, seq, r.fin_ev))
-            if record:
+                self._set_rate(r, self._target_rate(r, self._job_shares(r)), now, sq)
+            else:
+                self._rerate_shared(r, jid, changed[jid], now, sq, heap, defer, record)
+            if flows_rt is not None and r.factor is not None and not r.finished:
+                flows_rt.enter(r, rank[r.k])
+        buf = self._rec_buf
+        if buf is not None:
+            self._rec_buf = None
+            buf.sort()
+            for jid, rate in buf:
                 self.log.append((now, "rate", jid, f"{rate:.9g}"))
-            seq += 1
+
+    def _rerate_shared(self, r: JobRun, jid: str, share: float, now: float, seq: int, heap, defer: bool,
+                       record: bool) -> None:
+        """_rerate for a job that only a re-share moved (see there)."""
+        # JobComm.rate_at(share) * factor, the same operations (constants: _target_rate)
+        local, most, c, overlap, num, per, nic, cross, factor = r.consts
+        comm = local + most / share
+        t = c + comm - overlap * (c if c <= comm else comm)
+        rate = num / t * factor
+        eff = r.hold_gpus / r.share if rate > 0 else 0.0
+        if eff != r.eff_gpus:
+            self._add_effective(eff - r.eff_gpus)
+            r.eff_gpus = eff
+        old = r.rate
+        if rate == old:
+            return
+        dt = now - r.last_t           # _advance
+        if dt > 0 and old > 0:
+            done = old * dt
+            rem = r.remaining
+            if done > rem:
+                done = rem
+            r.remaining = rem - done
+            r.nic_bytes += done * per * nic
+            r.cross_rack_bytes += done * per * cross
+        r.last_t = now
+        r.rate = rate
+        r.version += 1
+        if rate > 0:
+            if r.first_progress_s is None:
+                r.first_progress_s = now
+            t = now + max(r.remaining, 0.0) / rate     # _push_finish(r, t) with this seq
+            d = r.deferred
+            if d is not None:
+                r.deferred = None
+                if d[0] > self._ghost_t:
+                    self._ghost_t = d[0]
+            if defer and r.fin_ev is not None and r.fin_at <= t:
+                r.deferred = (t, seq, r.version)
+            else:
+                r.fin_ev = Finish(jid, r.version)
+                r.fin_at = t
+                heappush(heap, (t, P_FINISH, seq, r.fin_ev))
+        if record:
+            self.log.append((now, "rate", jid, f"{rate:.9g}"))
+        elif self._rec_buf is not None:
+            self._rec_buf.append((jid, rate))
 
     def _drop_done(self) -> None:
         """Cut down the jobs finished since the last _refresh, once nothing refers to them (no

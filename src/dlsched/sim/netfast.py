@@ -435,6 +435,14 @@ class FastNetShares:
     def update(self, changes: dict[str, tuple[int, ...] | None]) -> dict[str, float]:
         """NetShares.update: apply `changes` (flow -> its links, or None to remove it), re-share
         the region they reach; {flow: new rate} for the flows whose rate changed."""
+        n = self.update_slots(changes)
+        names = self._names
+        return dict(zip(map(names.__getitem__, self._out_slot[:n].tolist()), self._out_rate[:n].tolist()))
+
+    def update_slots(self, changes: dict[str, tuple[int, ...] | None]) -> int:
+        """update(), with the flows whose rate changed left in arrays: their slots in
+        `_out_slot[:n]` and rates in `_out_rate[:n]`; returns n (the compiled re-rate,
+        dlsched.sim.fastrate, reads them as they are)."""
         flows, slot, names = self.flows, self._slot, self._names
         rem: list[int] = []
         add: list[int] = []
@@ -464,7 +472,7 @@ class FastNetShares:
                 if len(links) > k_max:
                     k_max = len(links)
         if not rem and not add:
-            return {}
+            return 0
         if k_max > self._K:
             self._grow_flows(self._F, max(k_max, 2 * self._K))
         rem_a = np.array(rem, dtype=np.int64)
@@ -488,4 +496,4 @@ class FastNetShares:
         for s in freed:
             names[s] = None
         self._free.extend(freed)
-        return dict(zip(map(names.__getitem__, self._out_slot[:n].tolist()), self._out_rate[:n].tolist()))
+        return n

@@ -50,6 +50,11 @@ class JobRun:
     # its interference factor when its rate was last computed with link shares (None: it must be
     # computed again); SimBackend._refresh re-rates a job that only a re-share moved from it
     factor: float | None = None
+    consts: tuple = ()               # with factor: the constants of its rate formula (_target_rate)
+    # its row in the compiled re-rate's arrays (dlsched.sim.fastrate: the fields above are stale
+    # while it is >= 0), and its place in the backend's list of jobs (-1: pushed from outside it)
+    slot: int = -1
+    k: int = -1
     # its live finish entry in the event heap and its time (None: none pushed since the last
     # one popped), and a later one waiting for it to pop: (time, seq, version) (_push_finish)
     fin_ev: object = None
@@ -69,6 +74,7 @@ class _Finished:
     placements, no finish entry in the heap or waiting, not saving, not packed."""
     __slots__ = ()
     finished = True
+    slot = -1
     prof = None
     fin_ev = None
     deferred = None

@@ -197,6 +197,9 @@ class SpeedModel:
         self.num_nodes = n
         self._rack = cluster.node_rack
         self._gpu_link = np.array([node.gpu_link_gbps * GBPS for node in cluster.nodes])
+        # the widest GPU link and NIC (an ideal placement's), as Python floats, read per profile
+        self._gpu_link_max = float(self._gpu_link.max()) if n else 0.0
+        self._nic_max = float(self.link_capacity[:n].max()) if n else 0.0
         self._gpus_per_node = max(cluster.max_gpus_per_node, 1)
         # A rack uplink at least as wide as its rack's NICs together can never limit a job: each
         # job crossing it also crosses a NIC of that rack, so its capacity constraint is implied
@@ -321,13 +324,13 @@ class SpeedModel:
         if job.comm == "none" or n <= 1:
             comm = 0.0
         elif job.comm == "ps":
-            comm = 2.0 * M / float(self._gpu_link.max())
+            comm = 2.0 * M / self._gpu_link_max
         else:
             vol = 2.0 * (n - 1) / n * M
             if n <= self._gpus_per_node:
-                comm = vol / float(self._gpu_link.max())
+                comm = vol / self._gpu_link_max
             else:
-                comm = vol / float(self.link_capacity[: self.num_nodes].max())
+                comm = vol / self._nic_max
         return compute + comm - overlap * min(compute, comm)
 
     def isolated_iter_time(self, job: JobSpec, placements: tuple[TaskPlacement, ...]) -> float:
