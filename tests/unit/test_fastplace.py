@@ -2,7 +2,7 @@
 same nodes, GPU slots, free resources and GPU loads after a round, on random heterogeneous
 clusters (GPU types, nodes down, some nodes without GPUs) and queues (parameter servers and
 workers of different demands in one job, multi-GPU and CPU-only tasks, GPU-type constraints,
-fractions of a GPU), for every profile it applies to; and the same event log over a whole
+fractions of a GPU), for every profile it applies to (first fit's scan stops at the first fitting nodes); and the same event log over a whole
 simulation. MIN_NODES is lowered so that small clusters take the compiled path."""
 import numpy as np
 import pytest
@@ -16,12 +16,13 @@ from dlsched.scheduler.events import JobArrival
 from dlsched.sim.backend import SimBackend
 from dlsched.workload.schema import job_from_row
 
-PROFILES = ("tetris", "k8s-binpack", "k8s-spread", "volcano-gang")
+PROFILES = ("tetris", "k8s-binpack", "k8s-spread", "volcano-gang", "fifo", "fifo-gang", "drf")
 
 
 @pytest.fixture(autouse=True)
 def small_clusters_too(monkeypatch):
     monkeypatch.setattr(fastplace, "MIN_NODES", 0)
+    monkeypatch.setattr(fastplace, "FIRST_FIT_AFTER", 0)
 
 
 def random_cluster(rng):
@@ -114,7 +115,7 @@ def test_compiled_transaction_state_equals_numpy(profile):
     assert (u0 is None) == (u1 is None) and (u0 is None or np.array_equal(u0, u1))
 
 
-@pytest.mark.parametrize("profile", ("tetris", "k8s-binpack"))
+@pytest.mark.parametrize("profile", ("tetris", "k8s-binpack", "fifo", "fifo-backfill"))
 def test_whole_simulation_same_event_log(profile, monkeypatch):
     rng = np.random.default_rng(5)
     cl = random_cluster(rng)
@@ -134,7 +135,27 @@ def test_whole_simulation_same_event_log(profile, monkeypatch):
 
 
 def test_not_used_where_it_does_not_apply(monkeypatch):
-    assert fastplace.FastPlacer.for_profile(build_profile("fifo")) is None          # other scorers
+    assert fastplace.FastPlacer.for_profile(build_profile("tiresias")) is None      # other scorers
+    assert fastplace.FastPlacer.for_profile(build_profile("fifo")) is not None      # first fit
     assert fastplace.FastPlacer.for_profile(build_profile("tetris")) is not None
     monkeypatch.setenv("DLSCHED_JIT", "0")
     assert fastplace.FastPlacer.for_profile(build_profile("tetris")) is None
+
+
+def test_first_fit_takes_over_mid_run_with_the_same_log(monkeypatch):
+    """A first-fit profile places its first FIRST_FIT_AFTER tasks through numpy, then compiled:
+    the event log is the one numpy alone gives."""
+    monkeypatch.setattr(fastplace, "FIRST_FIT_AFTER", 120)
+    rng = np.random.default_rng(8)
+    cl = random_cluster(rng)
+    jobs = [job_from_row(dict(job_id=f"f{j:04d}", submit_time_s=float(j * 5), duration_s=float(rng.integers(60, 3000)),
+                              workers=int(rng.integers(1, 4)), gpus_per_worker=float(rng.choice([0, 1, 2])),
+                              cpus_per_worker=float(rng.integers(1, 8)), mem_gb_per_worker=float(rng.integers(2, 30))))
+            for j in range(400)]
+    logs = []
+    for jit in ("0", "1"):
+        monkeypatch.setenv("DLSCHED_JIT", jit)
+        r = dlsched.simulate(cl, jobs, "fifo")
+        logs.append((r.events, [d[:4] for d in r.decisions]))
+    assert logs[0] == logs[1]
+    assert sum(d[1] == "launch" for d in logs[1][1]) >= 400

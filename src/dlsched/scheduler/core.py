@@ -88,7 +88,7 @@ class Scheduler:
         self._first_fit = len(profile.scorers) == 1 and bool(profile.scorers[0][0].first_fit)
         self._never_fits = NeverFits(profile.filters)
         self._local_scores = all(sc.node_local for sc, _ in profile.scorers)
-        self._fast = FastPlacer.for_profile(profile) if self._local_scores and not self._first_fit else None
+        self._fast = FastPlacer.for_profile(profile) if self._local_scores else None
         self._dynamic = bool(profile.order.dynamic)
         # hooks with a body (the declared defaults do nothing: calling them would only cost)
         self._begin = _overrides(profile.order, "begin_round")

@@ -29,7 +29,11 @@ from dlsched.core.types import GPU, NRES
 
 MIN_NODES = 256            # below this the numpy path is as fast and nothing needs compiling
 _EPS = 1e-9                # the fits filter's tolerance (policies/place/fits.py)
-TETRIS, RESOURCE_ALLOCATION = 0, 1
+TETRIS, RESOURCE_ALLOCATION, FIRST_FIT = 0, 1, 2
+CHUNK = 64                 # nodes scored at a time by a first-fit scan (it stops at the first fits)
+#: tasks a first-fit profile places through numpy before the compiled loop takes over (the same
+#: answers): importing numba and loading the kernel costs about 0.5 s, worth it only for long runs
+FIRST_FIT_AFTER = 5000
 _ROUND = 6755399441055744.0   # 1.5 * 2^52: (x + _ROUND) - _ROUND rounds x half to even, for |x| < 2^51
 
 _kernel = None
@@ -65,7 +69,11 @@ def _score(scores, lo, hi, free, ok0, inv, d, floor, kinds, weights, ra_w, ra_mo
         scores[n] = 0.0 if fits else -np.inf
     for s in range(kinds.shape[0]):
         w = weights[s]
-        if kinds[s] == TETRIS:
+        if kinds[s] == FIRST_FIT:             # every fitting node scores 1
+            for n in range(lo, hi):
+                if scores[n] != -np.inf:
+                    scores[n] += w * 1.0
+        elif kinds[s] == TETRIS:
             for n in range(lo, hi):
                 if scores[n] == -np.inf:
                     continue
@@ -116,6 +124,7 @@ def _place_py(free, ok0, inv, demands, kinds, weights, ra_w, ra_most, ra_res,
     run's length), best first, ties to the lower node, and each step takes at most one."""
     n_nodes, n_res = free.shape
     k = demands.shape[0]
+    first_only = kinds.shape[0] == 1 and kinds[0] == FIRST_FIT
     scores = np.empty(n_nodes)
     taken = np.zeros(gpu_load.shape[1], dtype=np.bool_)
     i = 0
@@ -134,20 +143,29 @@ def _place_py(free, ok0, inv, demands, kinds, weights, ra_w, ra_most, ra_res,
         floor = np.empty(n_res)       # the fits filter: free >= demand - eps where demanded
         for r in range(n_res):
             floor[r] = d[r] - _EPS if d[r] > 0 else -np.inf
-        # the scan: the top `run` nodes, best first (a later node enters only when strictly better)
+        # the scan: the top `run` nodes, best first (a later node enters only when strictly better).
+        # First fit alone scores every fitting node the same: the scan stops once it has `run`
+        # of them (no later node is better), scoring CHUNK nodes at a time.
         top_s = np.full(run, -np.inf)
         top_n = np.full(run, -1, dtype=np.int64)
-        _score(scores, 0, n_nodes, free, ok0, inv, d, floor, kinds, weights, ra_w, ra_most, ra_res)
-        for n in range(n_nodes):
-            sc = scores[n]
-            if sc > top_s[run - 1]:
-                p = run - 1
-                while p > 0 and top_s[p - 1] < sc:
-                    top_s[p] = top_s[p - 1]
-                    top_n[p] = top_n[p - 1]
-                    p -= 1
-                top_s[p] = sc
-                top_n[p] = n
+        step = CHUNK if first_only else n_nodes
+        lo = 0
+        while lo < n_nodes and top_n[run - 1] < 0:
+            hi = min(lo + step, n_nodes)
+            _score(scores, lo, hi, free, ok0, inv, d, floor, kinds, weights, ra_w, ra_most, ra_res)
+            for n in range(lo, hi):
+                sc = scores[n]
+                if sc > top_s[run - 1]:
+                    p = run - 1
+                    while p > 0 and top_s[p - 1] < sc:
+                        top_s[p] = top_s[p - 1]
+                        top_n[p] = top_n[p - 1]
+                        p -= 1
+                    top_s[p] = sc
+                    top_n[p] = n
+            lo = hi
+            if not first_only:
+                break
         used_n = np.empty(run, dtype=np.int64)     # nodes this run placed on, with their scores now
         used_s = np.empty(run)
         n_used = 0
@@ -212,10 +230,13 @@ class FastPlacer:
         self.weights = np.array(weights, dtype=np.float64)
         self.ra = ra                      # the resource_allocation scorer, if any
         self._cl = None                   # per cluster: see _setup
+        # first fit alone: the numpy path places the first FIRST_FIT_AFTER tasks
+        self._wait = FIRST_FIT_AFTER if kinds == [FIRST_FIT] else 0
         self._k: dict[tuple, int] = {}    # GPU slots per demand
 
     @classmethod
     def for_profile(cls, profile) -> "FastPlacer | None":
+        from dlsched.policies.place.first_fit import FirstFitScorer
         from dlsched.policies.place.fits import FitsFilter
         from dlsched.policies.place.resource_allocation import ResourceAllocationScorer
         from dlsched.policies.place.tetris import TetrisScorer
@@ -227,6 +248,8 @@ class FastPlacer:
         for sc, w in profile.scorers:
             if type(sc) is TetrisScorer:
                 kinds.append(TETRIS)
+            elif type(sc) is FirstFitScorer:
+                kinds.append(FIRST_FIT)
             elif type(sc) is ResourceAllocationScorer and ra is None:
                 kinds.append(RESOURCE_ALLOCATION)
                 ra = sc
@@ -263,6 +286,9 @@ class FastPlacer:
         done, where this path does not apply: a small cluster (the numpy path is as fast and
         nothing needs compiling), or a fraction of a GPU with per-GPU use tracked (fractions go
         to the fullest GPU they fit on, which the compiled fit test does not see)."""
+        if self._wait > 0:
+            self._wait -= len(tasks)
+            return None
         snap, txn = ctx.snap, ctx.txn
         cl = snap.cluster
         _, big, node_gpus, (ra_w, ra_most, ra_res) = self._setup(cl)
