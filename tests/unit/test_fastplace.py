@@ -23,6 +23,7 @@ PROFILES = ("tetris", "k8s-binpack", "k8s-spread", "volcano-gang", "fifo", "fifo
 def small_clusters_too(monkeypatch):
     monkeypatch.setattr(fastplace, "MIN_NODES", 0)
     monkeypatch.setattr(fastplace, "FIRST_FIT_AFTER", 0)
+    monkeypatch.setattr(fastplace, "FIRST_FIT_MIN_NODES", 0)
 
 
 def random_cluster(rng):

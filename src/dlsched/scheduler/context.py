@@ -62,6 +62,8 @@ class JobRecord:
         return self.spec.submit_time_s
 
     def unplaced(self) -> list[TaskSpec]:
+        if not self.placed and not self.done_tasks:      # (most calls: a job not placed yet)
+            return list(self.tasks)
         return [t for t in self.tasks if t.index not in self.placed and t.index not in self.done_tasks]
 
     def held_gpus(self) -> float:

@@ -34,6 +34,9 @@ CHUNK = 64                 # nodes scored at a time by a first-fit scan (it stop
 #: tasks a first-fit profile places through numpy before the compiled loop takes over (the same
 #: answers): importing numba and loading the kernel costs about 0.5 s, worth it only for long runs
 FIRST_FIT_AFTER = 5000
+#: and only on clusters this large: on the Philly trace's 552 nodes the numpy filter is about as
+#: fast, and numba's import (0.3 s, 120 MB) is not won back
+FIRST_FIT_MIN_NODES = 1000
 _ROUND = 6755399441055744.0   # 1.5 * 2^52: (x + _ROUND) - _ROUND rounds x half to even, for |x| < 2^51
 
 _kernel = None
@@ -231,7 +234,8 @@ class FastPlacer:
         self.ra = ra                      # the resource_allocation scorer, if any
         self._cl = None                   # per cluster: see _setup
         # first fit alone: the numpy path places the first FIRST_FIT_AFTER tasks
-        self._wait = FIRST_FIT_AFTER if kinds == [FIRST_FIT] else 0
+        self._first_only = kinds == [FIRST_FIT]
+        self._wait = FIRST_FIT_AFTER if self._first_only else 0
         self._k: dict[tuple, int] = {}    # GPU slots per demand
 
     @classmethod
@@ -263,7 +267,8 @@ class FastPlacer:
     def _setup(self, cl):
         """Per cluster: whether it is large enough to pay, GPUs per node, the scorer's weights."""
         if self._cl is None or self._cl[0] is not cl:
-            big = len(cl.nodes) >= MIN_NODES and _available()
+            least = FIRST_FIT_MIN_NODES if self._first_only else MIN_NODES
+            big = len(cl.nodes) >= least and _available()
             ra = (self.ra._node_weights(cl), self.ra.most, np.flatnonzero(self.ra.weights)) if self.ra else \
                 (_NO_W, _NO_MOST, _NO_RES)
             self._cl = (cl, big, np.array([n.gpus for n in cl.nodes], dtype=np.int64), ra)
