@@ -146,17 +146,28 @@ def _place_py(free, ok0, inv, demands, kinds, weights, ra_w, ra_most, ra_res,
         floor = np.empty(n_res)       # the fits filter: free >= demand - eps where demanded
         for r in range(n_res):
             floor[r] = d[r] - _EPS if d[r] > 0 else -np.inf
-        # the scan: the top `run` nodes, best first (a later node enters only when strictly better).
-        # First fit alone scores every fitting node the same: the scan stops once it has `run`
-        # of them (no later node is better), scoring CHUNK nodes at a time.
+        # the scan: the top `run` nodes, best first (a later node enters only when strictly better)
         top_s = np.full(run, -np.inf)
         top_n = np.full(run, -1, dtype=np.int64)
-        step = CHUNK if first_only else n_nodes
-        lo = 0
-        while lo < n_nodes and top_n[run - 1] < 0:
-            hi = min(lo + step, n_nodes)
-            _score(scores, lo, hi, free, ok0, inv, d, floor, kinds, weights, ra_w, ra_most, ra_res)
-            for n in range(lo, hi):
+        if first_only:
+            # every fitting node scores the same: the top are the first `run` that fit, in node
+            # order; the scan stops there, scoring CHUNK nodes at a time
+            cnt = 0
+            lo = 0
+            while lo < n_nodes and cnt < run:
+                hi = min(lo + CHUNK, n_nodes)
+                _score(scores, lo, hi, free, ok0, inv, d, floor, kinds, weights, ra_w, ra_most, ra_res)
+                for n in range(lo, hi):
+                    if scores[n] > -np.inf:
+                        top_s[cnt] = scores[n]
+                        top_n[cnt] = n
+                        cnt += 1
+                        if cnt == run:
+                            break
+                lo = hi
+        else:
+            _score(scores, 0, n_nodes, free, ok0, inv, d, floor, kinds, weights, ra_w, ra_most, ra_res)
+            for n in range(n_nodes):
                 sc = scores[n]
                 if sc > top_s[run - 1]:
                     p = run - 1
@@ -166,9 +177,6 @@ def _place_py(free, ok0, inv, demands, kinds, weights, ra_w, ra_most, ra_res,
                         p -= 1
                     top_s[p] = sc
                     top_n[p] = n
-            lo = hi
-            if not first_only:
-                break
         used_n = np.empty(run, dtype=np.int64)     # nodes this run placed on, with their scores now
         used_s = np.empty(run)
         n_used = 0
