@@ -169,10 +169,16 @@ class SimBackend:
             return {"step": None, "remaining": None, "progress": 0.0, "rate": 0.0, "loss": None, "gpu_s": 0.0,
                     "first_progress_s": None, "suspends": 0, "resumes": 0, "switch_lost_s": 0.0,
                     "switch_lost_gpu_s": 0.0, "nic_bytes": 0.0, "cross_rack_bytes": 0.0}
-        if r.slot >= 0:
-            self._flows.own(r)
+        self._own(r)
         self._advance(r, self._now)
         return self._stats_of(r)
+
+    def _own(self, r):
+        """`r` (a run or None), out of the compiled re-rate's array mode if it was in it: every
+        entry point that reads or changes one job's fields passes it through here first."""
+        if r is not None and r.slot >= 0:
+            self._flows.own(r)
+        return r
 
     def final_stats(self, job_id: str):
         """job_stats for the run's result: a finished job's row of `_done_stats` as it is (a
@@ -236,9 +242,7 @@ class SimBackend:
     def apply(self, plan: Plan) -> None:
         now = self._now
         for d in plan.ordered():
-            r = self.runs[d.job_id]
-            if r.slot >= 0:
-                self._flows.own(r)
+            r = self._own(self.runs[d.job_id])
             cost = d.cost   # a switch cost carried by the decision (Gandiva), None: the run's default
             if isinstance(d, Suspend):
                 if cost is not None:
@@ -292,9 +296,7 @@ class SimBackend:
         now = self._now
         cls = type(e)          # the engine's records are final classes: `is`, not isinstance
         if cls is Finish:
-            r = self.runs.get(e.job_id)
-            if r is not None and r.slot >= 0:
-                self._flows.own(r)
+            r = self._own(self.runs.get(e.job_id))
             if r is not None and e is r.fin_ev:
                 r.fin_ev = None
                 d = r.deferred
@@ -316,17 +318,13 @@ class SimBackend:
             self._finish(r, now)
             out.append(ev.JobFinish(now, r.spec.job_id))
         elif cls is SaveDone:
-            r = self.runs.get(e.job_id)
-            if r is not None and r.slot >= 0:
-                self._flows.own(r)
+            r = self._own(self.runs.get(e.job_id))
             if r is None or r.finished or e.version != r.version:
                 return  # stale
             self._finish(r, now)
             out.append(ev.JobFinish(now, r.spec.job_id))
         elif cls is TaskDone:
-            r = self.runs[e.job_id]
-            if r.slot >= 0:
-                self._flows.own(r)
+            r = self._own(self.runs[e.job_id])
             if e.version != r.version or e.task not in r.placements:
                 return
             tp = r.placements.pop(e.task)
@@ -350,9 +348,7 @@ class SimBackend:
             self.log.append((now, "arrival", job.job_id, ""))
             out.append(ev.JobArrival(now, job))
         elif cls is RateChange:
-            r = self.runs.get(e.job_id)
-            if r is not None and r.slot >= 0:
-                self._flows.own(r)
+            r = self._own(self.runs.get(e.job_id))
             if r is not None and e.version == r.version and not r.finished:
                 self._touched.add(r.spec.job_id)
                 if r.prof is not None and r.prof.link_bytes:
@@ -371,9 +367,7 @@ class SimBackend:
         if not e.up:
             for r in list(self.runs.values()):
                 if not r.finished and any(tp.node == e.node for tp in r.placements.values()):
-                    if r.slot >= 0:
-                        self._flows.own(r)
-                    self._stop(r, now)
+                    self._stop(self._own(r), now)
                     out.append(ev.JobStopped(now, r.spec.job_id, f"node {e.node} down"))
             out.append(ev.NodeDown(now, e.node))
         else:
@@ -624,9 +618,7 @@ class SimBackend:
             # out of array mode (fastrate) before Python reads them: a touched job is re-rated
             # in Python, and a changed flow may be removed (its slot given to another)
             for jid in touched | self._net_dirty:
-                r = runs[jid]
-                if r.slot >= 0:
-                    flows_rt.own(r)
+                self._own(runs[jid])
         for jid in (sorted(touched) if len(touched) > 1 else touched):
             r = runs[jid]
             if r.finished:
@@ -778,8 +770,7 @@ class SimBackend:
         for i, jid in enumerate(order):
             r = runs[jid]
             sq = seq + i if rank is None else seq + rank[r.k]
-            if r.slot >= 0:                 # the compiled re-rate gave it back (its rate is 0)
-                flows_rt.own(r)
+            self._own(r)                    # the compiled re-rate gave it back (its rate is 0)
             if r.factor is None or jid in touched:     # (otherwise in `changed`)
                 self._set_rate(r, self._target_rate(r, self._job_shares(r)), now, sq)
             else:
