@@ -171,7 +171,11 @@ def main(ctx):
     target = float(t.item())
     curve = SimpleNamespace(job_id=ctx.job_id, model=args.get("model"), iterations=ctx.iterations)
 
+    hits, t_data = dataset.cache_info().hits, time.perf_counter()
     x, y = dataset(seed, float(args.get("data_mb", 0.0)))
+    # what the run's start spent on its data: found ready (pre-scheduling's prepare) or built here
+    print(f"dataset: {'ready' if dataset.cache_info().hits > hits else 'built'} "
+          f"in {time.perf_counter() - t_data:.3f} s", flush=True)
     dev = ctx.device
     torch.manual_seed(seed)
     model = nn.Linear(D, 1).to(dev)
