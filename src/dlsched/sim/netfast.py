@@ -60,7 +60,7 @@ def available() -> bool:
 # -- the kernel (plain Python functions, compiled by available()) ---------------------------------
 def _solve(cap, users, nusers, flinks, nlinks, rate, in_reg, stamp, region, nreg,
            lmark, lgen, reglinks, remaining, count, new, frozen_at, fmark, hs, hl, hpos, rmark, resid,
-           pend, pflag):
+           pend, pflag, smark):
     """NetShares._solve + speed.max_min_shares: the region's max-min shares in what the flows
     outside leave of each link. Marks the region's links with lgen (lmark) and lists them in
     reglinks; returns how many. A link's residual is summed once per update (rmark == stamp,
@@ -146,10 +146,14 @@ def _solve(cap, users, nusers, flinks, nlinks, rate, in_reg, stamp, region, nreg
             if in_reg[f] != stamp or fmark[f] == lgen:
                 continue
             fmark[f] = lgen
+            # a value that moved since the last solve: its links' states (smark) are stale
+            moved = new[f] != share
             new[f] = share
             frozen_at[f] = link
             for k in range(nlinks[f]):
                 other = flinks[f, k]
+                if moved:
+                    smark[other] = 0
                 left = remaining[other] - share
                 remaining[other] = left if left > 0.0 else 0.0
                 count[other] -= 1
@@ -165,26 +169,38 @@ def _solve(cap, users, nusers, flinks, nlinks, rate, in_reg, stamp, region, nreg
 
 def _violations(cap, users, nusers, flinks, nlinks, rate, bneck, in_reg, stamp, region, nreg,
                 lmark, lgen, reglinks, nl, new, frozen_at, smark, sgen, sfull, smost,
-                omark, grow, cand):
+                omark, grow, cand, bhead, bnext, bprev):
     """NetShares._violations: the flows outside the region that must join it (into grow, marked
     with sgen in omark); returns how many. The flows to check are listed first (cand: those
-    outside on the region's links whose last bottleneck may have moved, in the order met, then
-    the region's), then checked in one loop: the links' states depend on the rates alone, which
-    the check does not change, so the order of the checks changes nothing."""
+    outside whose last bottleneck is one of the region's links, or who have none and cross
+    one, then the region's), then checked in one loop: the links' states depend on the rates
+    alone, which the check does not change, so the order of the checks changes nothing. Nor
+    does the order of the flows that join: the solve pops links by (share, link), and a rate
+    comes out keyed by its flow.
+
+    The flows outside come from the bottleneck index (bhead/bnext/bprev: per link, the flows
+    whose last bottleneck it is; list NEG = bhead's last entry, the flows without one), not
+    from the links' users: a flow whose bottleneck is away from the region is as it was, still
+    bottlenecked, and on a busy cluster nine users of a region's link in ten are such flows
+    (an uplink has hundreds)."""
+    NEG = bhead.shape[0] - 1
     nc = 0
     for i in range(nl):
-        link = reglinks[i]
-        for j in range(nusers[link]):
-            g = users[link, j]
-            if in_reg[g] == stamp or omark[g] == -sgen or omark[g] == sgen:
-                continue
-            omark[g] = -sgen      # looked at
-            b = bneck[g]
-            # A bottleneck away from the region's links is as it was: still one.
-            if b >= 0 and lmark[b] != lgen:
-                continue
-            cand[nc] = g
-            nc += 1
+        g = bhead[reglinks[i]]
+        while g >= 0:
+            if in_reg[g] != stamp:
+                cand[nc] = g
+                nc += 1
+            g = bnext[g]
+    g = bhead[NEG]
+    while g >= 0:
+        if in_reg[g] != stamp:
+            for k in range(nlinks[g]):
+                if lmark[flinks[g, k]] == lgen:
+                    cand[nc] = g
+                    nc += 1
+                    break
+        g = bnext[g]
     for i in range(nreg):
         cand[nc] = region[i]
         nc += 1
@@ -201,7 +217,7 @@ def _violations(cap, users, nusers, flinks, nlinks, rate, bneck, in_reg, stamp, 
             link = first if k < 0 else flinks[f, k]
             if link < 0 or (k >= 0 and link == first):
                 continue
-            if smark[link] != sgen:        # the link's (full, top rate), once per check
+            if smark[link] != stamp:       # the link's (full, top rate), when stale
                 total = 0.0
                 most = -np.inf
                 for j in range(nusers[link]):
@@ -210,11 +226,27 @@ def _violations(cap, users, nusers, flinks, nlinks, rate, bneck, in_reg, stamp, 
                     total += rg
                     if rg > most:
                         most = rg
-                smark[link] = sgen
+                smark[link] = stamp
                 sfull[link] = total >= cap[link] * (1.0 - TOL)
                 smost[link] = most
             if sfull[link] and r >= smost[link] * (1.0 - TOL):
-                bneck[f] = link
+                old = bneck[f]
+                if old != link:            # f moves from old's list (NEG: none) to link's
+                    p = bprev[f]
+                    q = bnext[f]
+                    if p >= 0:
+                        bnext[p] = q
+                    else:
+                        bhead[old if old >= 0 else NEG] = q
+                    if q >= 0:
+                        bprev[q] = p
+                    q = bhead[link]
+                    bnext[f] = q
+                    bprev[f] = -1
+                    if q >= 0:
+                        bprev[q] = f
+                    bhead[link] = f
+                    bneck[f] = link
                 found = True
                 break
         if found:
@@ -238,14 +270,17 @@ def _violations(cap, users, nusers, flinks, nlinks, rate, bneck, in_reg, stamp, 
 
 def _update_py(cap, users, nusers, flinks, nlinks, rate, has_rate, bneck, rem, add, add_off, add_links,
                gen, in_reg, lmark, fmark, smark, omark, sfull, smost, remaining, count, new, frozen_at,
-               region, reglinks, grow, hs, hl, hpos, out_slot, out_rate, counters, rmark, resid, pend, pflag, cand):
+               region, reglinks, grow, hs, hl, hpos, out_slot, out_rate, counters, rmark, resid, pend, pflag, cand,
+               bhead, bnext, bprev):
     """NetShares.update on arrays: remove the flows `rem`, add the flows `add` (links
     add_links[add_off[i]:add_off[i + 1]]), re-share the region they reach. Writes the flows
     whose rate changed into out_slot/out_rate and returns how many; -1 when a link's user list
     is full (nothing changed: the caller grows `users` and calls again). `gen` is the first
     fresh generation for the scratch marks; counters[0] gets the next one; counters[1:4] add up
-    the regions' flows, the solves and the re-shares (statistics)."""
+    the regions' flows, the solves and the re-shares (statistics). bhead/bnext/bprev: the
+    bottleneck index (_violations); a flow removed leaves it, one added joins list NEG."""
     U = users.shape[1]
+    NEG = bhead.shape[0] - 1
     # room first, so that nothing changes unless everything fits
     gen0 = gen
     for i in range(add.shape[0]):
@@ -277,6 +312,17 @@ def _update_py(cap, users, nusers, flinks, nlinks, rate, has_rate, bneck, rem, a
             nusers[link] = n - 1
         nlinks[f] = 0
         has_rate[f] = False
+        p = bprev[f]                       # out of the bottleneck index
+        q = bnext[f]
+        if p >= 0:
+            bnext[p] = q
+        else:
+            b = bneck[f]
+            bhead[b if b >= 0 else NEG] = q
+        if q >= 0:
+            bprev[q] = p
+        bnext[f] = -1
+        bprev[f] = -1
         bneck[f] = -1
     for i in range(add.shape[0]):
         f = add[i]
@@ -292,6 +338,12 @@ def _update_py(cap, users, nusers, flinks, nlinks, rate, has_rate, bneck, rem, a
                 nseed += 1
         has_rate[f] = False
         bneck[f] = -1
+        q = bhead[NEG]                     # into the index's list of flows without a bottleneck
+        bnext[f] = q
+        bprev[f] = -1
+        if q >= 0:
+            bprev[q] = f
+        bhead[NEG] = f
     stamp = seed_gen     # in_reg[f] == stamp: f is in this update's region
     gen = seed_gen + 1
     if nseed == 0:
@@ -313,16 +365,18 @@ def _update_py(cap, users, nusers, flinks, nlinks, rate, has_rate, bneck, rem, a
         gen += 1
         nl = _solve(cap, users, nusers, flinks, nlinks, rate, in_reg, stamp, region, nreg,
                     lmark, lgen, reglinks, remaining, count, new, frozen_at, fmark, hs, hl, hpos, rmark, resid,
-                    pend, pflag)
+                    pend, pflag, smark)
         sgen = gen
         gen += 1
         ng = _violations(cap, users, nusers, flinks, nlinks, rate, bneck, in_reg, stamp, region, nreg,
-                         lmark, lgen, reglinks, nl, new, frozen_at, smark, sgen, sfull, smost, omark, grow, cand)
+                         lmark, lgen, reglinks, nl, new, frozen_at, smark, sgen, sfull, smost, omark, grow, cand,
+                         bhead, bnext, bprev)
         if ng == 0:
             break
         for i in range(ng):
             g = grow[i]
             in_reg[g] = stamp
+            new[g] = rate[g]                 # its value in the link states so far
             region[nreg] = g
             nreg += 1
             for k in range(nlinks[g]):
@@ -385,6 +439,7 @@ class FastNetShares:
         self._hl = np.zeros(L, dtype=np.int64)
         self._hpos = np.full(L, -1, dtype=np.int64)   # link -> its heap position, -1: not in it
         self._counters = np.zeros(4, dtype=np.int64)   # next generation; region flows, solves, re-shares
+        self._bhead = np.full(L + 1, -1, dtype=np.int64)  # per link (and none: L), its bottlenecked flows
         self._F = 0
         self._K = 4
         self._flinks = np.zeros((0, self._K), dtype=np.int64)
@@ -407,6 +462,8 @@ class FastNetShares:
         grown("_rate", np.float64)
         grown("_has_rate", np.bool_)
         grown("_bneck", np.int64, -1)
+        grown("_bnext", np.int64, -1)                  # the bottleneck index's lists
+        grown("_bprev", np.int64, -1)
         grown("_in_reg", np.int64)
         grown("_fmark", np.int64)
         grown("_omark", np.int64)
@@ -488,7 +545,7 @@ class FastNetShares:
                         self._smost, self._remaining, self._count, self._new, self._frozen_at,
                         self._region, self._reglinks, self._grow, self._hs, self._hl, self._hpos,
                         self._out_slot, self._out_rate, self._counters, self._rmark, self._resid,
-                        self._pend, self._pflag, self._cand)
+                        self._pend, self._pflag, self._cand, self._bhead, self._bnext, self._bprev)
             self._gen = int(self._counters[0])
             if n >= 0:
                 break
