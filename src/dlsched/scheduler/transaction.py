@@ -18,7 +18,7 @@ import numpy as np
 
 from dlsched.cluster.state import Snapshot
 from dlsched.core.types import (GPU, Launch, Migrate, Plan, Resize, Resume, Status, Suspend,
-                                TaskPlacement, TaskSpec)
+                                TaskPlacement, TaskSpec, demand_vector)
 
 _EPS = 1e-9
 
@@ -198,8 +198,15 @@ class Transaction:
     def record(self, job_id: str, tasks, nodes, gpu_ids) -> None:
         """Reservations whose resources and GPU slots the caller has already taken, task by task
         as reserve() does (the compiled placement, scheduler/fastplace.py)."""
-        self._tentative.setdefault(job_id, []).extend(
-            (TaskPlacement(t.index, n, ids), t.vector) for t, n, ids in zip(tasks, nodes, gpu_ids))
+        out = self._tentative.get(job_id)
+        if out is None:
+            out = self._tentative[job_id] = []
+        demand = vec = None
+        for t, n, ids in zip(tasks, nodes, gpu_ids):
+            if t.demand is not demand:           # a job's tasks mostly share one demand tuple
+                demand = t.demand
+                vec = demand_vector(demand)
+            out.append((TaskPlacement(t.index, n, ids), vec))
 
     def _use(self, node: int, gpu_ids, gpus: float, sign: int) -> None:
         if self.gpu_used is not None and gpu_ids:
