@@ -123,6 +123,23 @@ def _fast_or_skip(capacity):
     return netfast.FastNetShares(capacity)
 
 
+def assert_index_whole(fast):
+    """The compiled keeper's bottleneck index (per link, the flows whose last bottleneck it is; a
+    last list for those without one) holds every flow once, in its bottleneck's list, linked
+    both ways, and nothing else."""
+    L = len(fast.capacity)
+    seen = {}
+    for head in range(L + 1):
+        prev, g = -1, int(fast._bhead[head])
+        while g >= 0:
+            assert g not in seen, (g, head)
+            assert int(fast._bprev[g]) == prev
+            seen[g] = head
+            prev, g = g, int(fast._bnext[g])
+    live = {s: (int(fast._bneck[s]) if fast._bneck[s] >= 0 else L) for s in fast._slot.values()}
+    assert seen == live
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_compiled_shares_equal_netshares_bit_for_bit(seed):
     """Random add / remove / move sequences over equal (ties) or random capacities: after every
@@ -148,6 +165,7 @@ def test_compiled_shares_equal_netshares_bit_for_bit(seed):
         assert fast.rate == ref.rate, step
         assert fast.bneck == ref.bneck, step
         assert fast.flows == ref.flows
+        assert_index_whole(fast)
         for f in list(ref.flows)[:3]:
             assert fast.share(f) == ref.share(f)
     assert fast.share("nobody") is None
