@@ -126,3 +126,27 @@ def test_sample_shape():
     ps_jobs = [j for j in jobs if j.comm == "ps"]
     assert 1 <= len(ps_jobs) <= 12 and all(j.num_ps == 1 and j.num_workers > 1 for j in ps_jobs)
     assert 15 <= sum(j.deadline_s is not None for j in jobs) <= 45
+
+
+def test_job_like_builds_what_job_from_row_builds():
+    """A generator's jobs of one shape are built like the first (schema.job_like): the same
+    JobSpec as a full job_from_row of the row, and the same one-line errors for its own columns."""
+    from dlsched.core.errors import InputError
+    from dlsched.workload.schema import job_like
+    rows = [job_to_row(j) for j in GENERATORS["poisson"](3, jobs=300)]
+    bases = {}
+    for row in rows:
+        key = (row["model"], row["workers"])
+        base = bases.setdefault(key, job_from_row(row))
+        assert job_like(base, row) == job_from_row(row)
+    base, row = next(iter(bases.values())), rows[0]
+    for col, bad in (("submit_time_s", -1.0), ("duration_s", float("inf")), ("job_id", "  "),
+                     ("duration_s", "ten")):
+        with pytest.raises(InputError) as want:
+            job_from_row({**row, col: bad}, file="w.csv", line=4)
+        with pytest.raises(InputError) as got:
+            job_like(base, {**row, col: bad}, file="w.csv", line=4)
+        assert str(got.value) == str(want.value)
+    tasks = GENERATORS["seed000"](1)[0]
+    with pytest.raises(ValueError, match="dl jobs only"):
+        job_like(tasks, job_to_row(tasks))

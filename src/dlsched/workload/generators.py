@@ -64,7 +64,7 @@ import numpy as np
 from dlsched.core.errors import DlschedError
 from dlsched.core.types import JobSpec, Role, TaskPlacement
 from dlsched.workload.models import get_model
-from dlsched.workload.schema import job_from_row
+from dlsched.workload.schema import job_from_row, job_like
 
 POISSON_MODELS = ("resnet50", "vgg16", "bert", "lstm", "transformer", "resnet18", "inception3",
                   "gpt2", "yolov3", "deepspeech2")
@@ -179,6 +179,7 @@ def gen_poisson(seed: int = 0, **params: Any) -> list[JobSpec]:
     duration = 60.0 * 10.0 ** exponent
     users = rng.integers(0, p["users"], n)
     jobs = []
+    shapes: dict[tuple, JobSpec] = {}     # (model, workers) -> the first such job (job_like)
     for j in range(n):
         model = POISSON_MODELS[models[j]]
         workers = int(gpus[j])
@@ -188,7 +189,12 @@ def gen_poisson(seed: int = 0, **params: Any) -> list[JobSpec]:
             "model": model, "comm": "allreduce", "batch_size": get_model(model).default_batch * workers,
             "duration_s": round(float(duration[j]), 1), "user": f"u{users[j]}",
         }
-        jobs.append(job_from_row(row))
+        base = shapes.get((model, workers))
+        if base is None:
+            job = shapes[model, workers] = job_from_row(row)
+        else:
+            job = job_like(base, row)
+        jobs.append(job)
     return jobs
 
 
