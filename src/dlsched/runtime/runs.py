@@ -80,6 +80,11 @@ class RunsMixin:
             for tp in pls:
                 self.state.take(tp.node, tasks[tp.task].vector, tp.gpu_ids)
         attempt = self.store.job(job_id)["attempts"] + 1
+        if attempt > 1:
+            # what the last run's rank 0 logged after the server last read its records (a rank
+            # that outlives its gang's break by a step, then writes the final checkpoint): its
+            # ranks are gone now, so its stats log is whole (records are keyed by step: idempotent)
+            self.stats.from_log(job_id)
         run_id = f"{job_id}.{attempt}"
         run = _Run(job_id, run_id, tasks, tuple(pls), [], started=time.time())
         self.runs[job_id] = run
