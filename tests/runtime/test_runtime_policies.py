@@ -178,7 +178,8 @@ def _launch_gap(s, first: str, nxt: str) -> float:
 def test_liquid_prescheduling_loads_the_next_job_while_the_first_saves(rt, tmp_path):
     """Seed 003's pre-scheduling on the runtime: as a job that holds every GPU nears its end
     (PRELOAD_LEAD_S before its save), the waiting job's program and dataset (timed_steps.py's
-    `prepare`: 300 MB built in each rank) are loaded into warm workers of its nodes; the waiting
+    `prepare`: 300 MB built in each rank) are loaded into warm workers of the nodes the policy's
+    placement engine gives it, and of no others; the waiting
     job then runs in those workers: each of its ranks finds its dataset ready (the program says
     so in its output), where without pre-scheduling (the same two jobs on a server without it)
     each builds it at its start."""
@@ -199,6 +200,9 @@ def test_liquid_prescheduling_loads_the_next_job_while_the_first_saves(rt, tmp_p
         if on:
             assert len(events) == 1 and f"while {first} saves" in events[0]["detail"], events
             assert all(w in events[0]["detail"] for w in workers), (workers, events)
+            # only where the policy's engine places it: not into every node the first job frees
+            # (each preload runs the program's `prepare`, here a 300 MB build)
+            assert events[0]["detail"].count("w-") == len(workers), (workers, events)
             assert events[0]["time"] <= s.get(f"/jobs/{first}")["finish_time"]
         else:
             assert events == []
