@@ -169,7 +169,12 @@ class RunsMixin:
         ctx = self.scheduler.context(self.snapshot())
         ctx.txn.unhold(run.placements, [run.tasks[tp.task].vector for tp in run.placements])
         for jid, rec, spec in nxt:
-            where = self._placed_where(ctx, jid, rec)
+            try:
+                where = self._placed_where(ctx, jid, rec)
+            except Exception as e:        # a policy's own filter or scorer: a guess, never fatal
+                log.warning("job %s: pre-scheduling could not place it (%s: %s); loading every freed node",
+                            jid, type(e).__name__, e)
+                where = None
             if where is None:
                 where = {node: min(len(rec.tasks), k) for node, k in free.items()}
             parts = []
