@@ -170,7 +170,7 @@ class RunsMixin:
         ctx.txn.unhold(run.placements, [run.tasks[tp.task].vector for tp in run.placements])
         for jid, rec, spec in nxt:
             try:
-                where = self._placed_where(ctx, jid, rec)
+                where = self._placed_where(ctx, rec)
             except Exception as e:        # a policy's own filter or scorer: a guess, never fatal
                 log.warning("job %s: pre-scheduling could not place it (%s: %s); loading every freed node",
                             jid, type(e).__name__, e)
@@ -183,19 +183,18 @@ class RunsMixin:
                 parts.append(f"{self.nodes[node].name}: {', '.join(loaded) or 'loaded already'}")
             self.store.event(jid, "preloaded", f"program and data loading while {job_id} saves ({'; '.join(parts)})")
 
-    def _placed_where(self, ctx, job_id: str, rec) -> dict[int, int] | None:
-        """{node: ranks} where the policy's placement engine puts the job's tasks on ctx's
-        transaction (reserved there, so that the next job's answer counts them); None, with
-        nothing reserved, when a task fits nowhere."""
-        sched, txn = self.scheduler, ctx.txn
+    def _placed_where(self, ctx, rec) -> dict[int, int] | None:
+        """{node: ranks} where the policy's placement engine puts the job, as a round places it
+        (Scheduler.place: its filters, scorers and gang rule), on ctx's transaction, where it
+        stays (the next job's answer counts it); None when it does not place the job whole."""
+        if not self.scheduler.place(rec, ctx).ok:
+            return None
+        d = ctx.txn.plan.decisions[-1]
+        if d.job_id != rec.job_id:
+            return None
         where: dict[int, int] = {}
-        for t in rec.unplaced():
-            node, _ = sched.choose_node(ctx, rec.spec, t)
-            if node is None:
-                txn.discard(job_id)
-                return None
-            txn.reserve(job_id, t, node)
-            where[node] = where.get(node, 0) + 1
+        for tp in d.placements:
+            where[tp.node] = where.get(tp.node, 0) + 1
         return where
 
     def _fail_start(self, run: _Run, reason: str) -> None:
