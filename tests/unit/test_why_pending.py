@@ -14,7 +14,7 @@ from dlsched.workload.schema import job_from_row
 JOBS = [dict(workers=1, gpus_per_worker=4), dict(workers=1, gpus_per_worker=4), dict(workers=1, gpus_per_worker=2),
         dict(workers=1, gpus_per_worker=4),                        # j3: no 4-GPU block left
         dict(workers=3, gpus_per_worker=2),                        # j4: a gang of 6 GPUs, 2 free
-        dict(workers=1, gpus_per_worker=1, gpu_type="K80"),        # j5: no K80 in the cluster
+        dict(workers=1, gpus_per_worker=1, gpu_type="K80"),        # j5: no K80 in the cluster: rejected
         dict(workers=1, gpus_per_worker=1)]                        # j6: fits
 
 
@@ -32,7 +32,7 @@ def test_strict_fifo_names_the_head_and_the_jobs_behind_it():
     placed, why = waiting("fifo")
     assert placed == ["j0", "j1", "j2"]
     assert why["j3"].endswith("needs 4 GPUs on one node; the largest free block is 2")
-    for j in ("j4", "j5", "j6"):
+    for j in ("j4", "j6"):
         assert why[j] == "behind j3 (in order: nothing starts before it)"
 
 
@@ -42,7 +42,34 @@ def test_gang_profiles_say_how_far_each_job_got(profile):
     assert "j6" in placed
     assert why["j3"] == "gang: 0 of 1 tasks fit; needs 4 GPUs on one node; the largest free block is 2"
     assert why["j4"] == "gang: needs 6 GPUs in all; 2 free"
-    assert why["j5"] == "gang: 0 of 1 tasks fit; no K80 node is up"
+
+
+def test_a_job_asking_for_a_gpu_type_the_cluster_lacks_is_rejected_not_left_at_the_head():
+    """It would wait forever, and under strict FIFO everything behind it too."""
+    b = SimBackend(load_cluster("seed002"), [])
+    s = Scheduler(build_profile("fifo"))
+    for i, kw in enumerate([JOBS[5], JOBS[6]]):
+        s.handle(JobArrival(0.0, job_from_row(dict(job_id=f"j{i}", submit_time_s=0, duration_s=100, **kw))), b)
+    assert s.jobs["j0"].state.value == "rejected"
+    assert s.jobs["j0"].reject_reason == "no node has K80 GPUs (the cluster has V100)"
+    assert [d.job_id for d in s.round(b.snapshot()).decisions] == ["j1"]
+
+
+def test_a_job_larger_than_every_node_of_its_gpu_type_is_rejected():
+    from dlsched.cluster import cluster_from_dict
+    cl = cluster_from_dict({"name": "two-types", "node_groups": [
+        {"count": 2, "gpus": 8, "gpu_type": "V100", "gpu_mem_gb": 16, "cpus": 32, "mem_gb": 256},
+        {"count": 2, "gpus": 2, "gpu_type": "K80", "gpu_mem_gb": 12, "cpus": 16, "mem_gb": 64}]})
+    b = SimBackend(cl, [])
+    s = Scheduler(build_profile("fifo-gang"))
+    rows = [dict(workers=1, gpus_per_worker=4, gpu_type="K80"),     # no K80 node has 4 GPUs
+            dict(workers=3, gpus_per_worker=2, gpu_type="K80"),     # 6 K80s in all; the cluster has 4
+            dict(workers=2, gpus_per_worker=2, gpu_type="K80"),     # fits
+            dict(workers=1, gpus_per_worker=4, gpu_type="V100")]    # fits
+    for i, kw in enumerate(rows):
+        s.handle(JobArrival(0.0, job_from_row(dict(job_id=f"j{i}", submit_time_s=0, duration_s=100, **kw))), b)
+    assert [s.jobs[f"j{i}"].reject_reason for i in range(4)] == [
+        "a task is larger than any K80 node", "the job needs more than all the K80 nodes together", "", ""]
 
 
 def test_a_decided_job_has_no_reason_and_positions_follow_the_order():

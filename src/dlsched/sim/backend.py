@@ -70,6 +70,11 @@ class SimBackend:
     # The jobs a re-share moved are re-rated in compiled code where the shares are
     # (dlsched.sim.fastrate); False keeps them all in Python (tests compare the two).
     compiled_rerate = True
+    # A run of the FIFO family on jobs whose speed does not depend on placement runs whole in
+    # compiled code (dlsched.sim.fastloop, through `drive`); False keeps it in Python (tests
+    # compare the two).
+    compiled_loop = True
+    compiled_run = False       # whether it did (set by `drive`)
 
     def __init__(self, cluster: Cluster, jobs: list[JobSpec], *, speed: SpeedParams | None = None,
                  restart_delay_s: float = 30.0, node_events: list[tuple[float, int, bool]] = (),
@@ -129,6 +134,15 @@ class SimBackend:
             self.heap.push(float(t), P_NODE, NodeChange(int(node), bool(up)))
 
     # -- Backend protocol -----------------------------------------------------------------------
+    def drive(self, scheduler, progress=None) -> bool:
+        """Run `scheduler`'s whole loop here, if this run is one dlsched.sim.fastloop compiles
+        (Scheduler.run asks first): True when it ran, False to run Scheduler's own loop."""
+        if not self.compiled_loop:
+            return False
+        from dlsched.sim import fastloop
+        self.compiled_run = fastloop.run(scheduler, self, progress)
+        return self.compiled_run
+
     def now(self) -> float:
         return self._now
 

@@ -22,6 +22,27 @@ class FitsFilter(Timeless, Filter):
     def __init__(self) -> None:
         pass
 
+    def never_fits(self, job, cluster) -> str:
+        """A job that asks for a GPU type no node has, a task larger than every node of its
+        type, or a DL job (a gang) larger than all of them: it would wait forever (and hold a
+        FIFO queue behind it)."""
+        if job.gpu_type is None:
+            return ""
+        types = cluster.gpu_types
+        if job.gpu_type not in types:
+            have = ", ".join(t for t in types if t != "none") or "none"
+            return f"no node has {job.gpu_type} GPUs (the cluster has {have})"
+        cap = cluster.capacity[cluster.node_gpu_type == types.index(job.gpu_type)]
+        need = 0.0
+        for t in job.tasks:
+            v = t.vector
+            if not (cap >= v - _EPS).all(axis=1).any():
+                return f"a task is larger than any {job.gpu_type} node"
+            need = need + v
+        if job.kind == "dl" and (need > cap.sum(axis=0) + _EPS).any():
+            return f"the job needs more than all the {job.gpu_type} nodes together"
+        return ""
+
     def filter(self, ctx, job, task, free) -> NodeMask:
         # Column by column over the demanded resources only: `free` is column-major in a round.
         # (The same comparisons as free[:, r] >= demand[r] - 1e-9, with the thresholds kept per

@@ -1,0 +1,666 @@
+"""The whole run of a first-fit FIFO profile compiled: Scheduler.run over SimBackend in one call.
+
+The FIFO family (fifo, fifo-gang, gang, fifo-backfill) on a trace of jobs whose speed does not
+depend on where they run (no model the speed model knows: a Philly or Helios trace) is the
+simulator's most common case and its simplest: a job arrives, the round places its tasks on the
+first nodes that fit, it runs at rate 1 for its duration and frees them. In Python each job
+still costs about 85 us, spread over every layer (the event heap, the poll, the round's
+transaction and context, the plan, the backend's apply and re-rate, the records, the stats): no
+layer is more than a third of it. Here the same loop runs compiled (numba), and the records the
+two drivers keep (the scheduler's event log, rounds and timeline, the backend's engine log and
+finished jobs' stats) are written from what it returns. `SimBackend.drive` calls it from
+`Scheduler.run`; a run it does not apply to, or cannot finish (jobs left waiting when the events
+run out), runs the Python loop as before.
+
+Same results, not approximately but exactly: the same events in the same order (finishes before
+arrivals at one time, finishes by the sequence number their re-rate took, arrivals by list
+position), the same first fit (`free >= demand - 1e-9` on the demanded resources, the node of
+the job's GPU type), the same GPU slots (the least loaded, lowest index first), the same gang,
+blocking and partial-hold rules, the same records. It applies only where every number is an
+integer (each task's demand and each node's capacity), so that every sum the Python loop makes
+in its own order (free resources, held and effective GPUs) is exact in any order; the
+GPU-seconds integrals are made at the same events with the same operations.
+tests/unit/test_fastloop.py compares the two drivers' records and results on random workloads
+and clusters (gang or not, blocking or not, GPU types, rejected jobs, equal times).
+
+One thing differs and cannot be the same: the wall time of each round. The rounds run inside one
+call; each gets an equal part of the call's time (the rounds table and sched_time_s).
+
+Off with DLSCHED_JIT=0, where numba does not import, and for runs of fewer than MIN_JOBS jobs.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time as _time
+
+import numpy as np
+
+from dlsched.core.types import GPU, NRES
+
+# the kernel's records (op codes)
+ARRIVE, FINISH, ROUND, LAUNCH, RATE = range(5)
+# job states (JobState's, by number)
+PENDING, PARTIAL, RUNNING, DONE, REJECTED = range(5)
+#: runs of fewer jobs stay in Python: it takes about as long as numba's import and the kernel's
+#: load (0.4 s) to run this many, and a short run should not pay for either
+MIN_JOBS = 5000
+_EPS = 1e-9
+_INT_LIMIT = 2.0 ** 40      # integers below this add exactly in doubles in any order
+
+_kernel = None
+_missing = False
+
+
+def available() -> bool:
+    """numba imported and the kernel wrapped (compiled at its first call, cached on disk)."""
+    global _kernel, _missing
+    if os.environ.get("DLSCHED_JIT", "1") == "0":
+        return False
+    if _kernel is None and not _missing:
+        try:
+            import numba
+        except ImportError:
+            _missing = True
+            return False
+        _kernel = numba.njit(cache=True, nogil=True)(_loop_py)
+    return _kernel is not None
+
+
+# -- the kernel -----------------------------------------------------------------------------------
+def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tdem, tgpu, dem, thr_n, thr_dim,
+             thr_val, want, node_type, node_gpus, free, gload, gang, blocking,
+             op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji):
+    """Scheduler._run over SimBackend.poll/apply for the jobs and cluster given as arrays (see
+    `run` for each). Writes the records (op*: one per arrival, finish, round, launch and rate
+    change, in the order the Python loop writes them), the placements (pl*, gbuf: the GPU ids),
+    the timeline samples (tl_f: time, allocated, effective, partial; tl_n: running, queued), and
+    per job jf (first start, finish, remaining, gpu_s, first progress, attained GPU-s) and ji
+    (state, stats row). Returns (records, samples, now, effective GPU-s, effective GPUs, its
+    time, rounds, jobs left unfinished)."""
+    n = arr_order.shape[0]
+    inf = np.inf
+    nan = np.nan
+    nodes = free.shape[0]
+    nres = free.shape[1]
+    # per job
+    nplaced = np.zeros(n, np.int64)
+    hold = np.zeros(n, np.float64)
+    since = np.zeros(n, np.float64)
+    gpu_s = np.zeros(n, np.float64)
+    last_t = np.zeros(n, np.float64)
+    rem = np.zeros(n, np.float64)
+    rate = np.zeros(n, np.float64)
+    eff_gpus = np.zeros(n, np.float64)
+    svc = np.zeros(n, np.float64)
+    pcount = np.zeros(n, np.float64)
+    state = np.zeros(n, np.int64)
+    tk_pl = np.zeros(tdem.shape[0], np.int64)      # each task's placement record
+    for j in range(n):
+        jf[j, 0] = nan
+        jf[j, 1] = nan
+        jf[j, 4] = nan
+        jf[j, 5] = 0.0
+        ji[j, 1] = -1
+    # the finish heap: (time, sequence number, job)
+    ht = np.empty(n, np.float64)
+    hs = np.empty(n, np.int64)
+    hj = np.empty(n, np.int64)
+    hn = 0
+    # the queue, in key order
+    q = np.empty(n, np.int64)
+    qn = 0
+    launched = np.empty(n, np.int64)
+    lstart = np.empty(n, np.int64)
+    lcount = np.empty(n, np.int64)
+    touched = np.empty(n, np.int64)
+    need = np.empty(nres, np.float64)
+    have = np.empty(nres, np.float64)
+    now = 0.0
+    ai = 0
+    seq = 0
+    eff_gpu_s = 0.0
+    effective = 0.0
+    eff_t = 0.0
+    psum = 0.0
+    busy = 0
+    nrun = 0
+    nop = 0
+    npl = 0
+    ng = 0
+    ntl = 0
+    nrows = 0
+    nrounds = 0
+    while hn > 0 or ai < n:
+        tf = ht[0] if hn > 0 else inf
+        ta = arr_t[arr_order[ai]] if ai < n else inf
+        t = tf if tf <= ta else ta
+        if t > now:
+            now = t
+        dirty = False
+        # -- finishes at now (SimBackend._handle Finish, then Scheduler.handle JobFinish)
+        while hn > 0 and ht[0] <= now:
+            j = hj[0]
+            hn -= 1                          # pop: the last entry sifted down from the root
+            if hn > 0:
+                xt, xs, xj = ht[hn], hs[hn], hj[hn]
+                i = 0
+                while True:
+                    c = 2 * i + 1
+                    if c >= hn:
+                        break
+                    if c + 1 < hn and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hs[c + 1] < hs[c])):
+                        c += 1
+                    if ht[c] < xt or (ht[c] == xt and hs[c] < xs):
+                        ht[i], hs[i], hj[i] = ht[c], hs[c], hj[c]
+                        i = c
+                    else:
+                        break
+                ht[i], hs[i], hj[i] = xt, xs, xj
+            dt = now - last_t[j]             # _advance
+            if dt > 0 and rate[j] > 0:
+                done = rate[j] * dt
+                if rem[j] < done:
+                    done = rem[j]
+                rem[j] -= done
+            last_t[j] = now
+            if eff_gpus[j] != 0.0:           # _set_rate(0): _add_effective
+                eff_gpu_s += effective * (now - eff_t)
+                eff_t = now
+                effective += 0.0 - eff_gpus[j]
+                eff_gpus[j] = 0.0
+            rate[j] = 0.0
+            for k in range(toff[j], toff[j] + ntask[j]):    # _give, task by task
+                p = tk_pl[k]
+                nd = pl_node[p]
+                u = tdem[k]
+                for r in range(nres):
+                    free[nd, r] += dem[u, r]
+                for x in range(pl_goff[p], pl_goff[p] + tgpu[k]):
+                    gload[nd, gbuf[x]] -= 1
+                    if gload[nd, gbuf[x]] == 0:
+                        busy -= 1
+            gpu_s[j] += hold[j] * (now - since[j])
+            since[j] = now
+            jf[j, 5] += (now - svc[j]) * hold[j]     # Scheduler._settle_service
+            hold[j] = 0.0
+            state[j] = DONE
+            jf[j, 1] = now
+            nrun -= 1
+            ji[j, 1] = nrows
+            nrows += 1
+            op[nop], op_t[nop], op_j[nop] = FINISH, now, j
+            nop += 1
+            dirty = True
+        # -- arrivals at now (SimBackend._handle Arrive, then Scheduler._on_arrival)
+        while ai < n and arr_t[arr_order[ai]] <= now:
+            j = arr_order[ai]
+            ai += 1
+            last_t[j] = now
+            rem[j] = work[j]
+            op[nop], op_t[nop], op_j[nop] = ARRIVE, now, j
+            nop += 1
+            if rejected[j]:
+                state[j] = REJECTED
+                continue
+            lo, hi = 0, qn                   # bisect.insort by key
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if keyrank[j] < keyrank[q[mid]]:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            for i in range(qn, lo, -1):
+                q[i] = q[i - 1]
+            q[lo] = j
+            qn += 1
+            dirty = True
+        # -- the round (Scheduler.round: each waiting job in order, its tasks by first fit)
+        if dirty and qn > 0:
+            op[nop], op_t[nop], op_a[nop] = ROUND, now, qn
+            nop += 1
+            nrounds += 1
+            nl = 0
+            for qi in range(qn):
+                j = q[qi]
+                first = toff[j] + nplaced[j]
+                end = toff[j] + ntask[j]
+                ok = True
+                if gang and end - first > 1:     # all or nothing: the cluster's free total first
+                    for r in range(nres):
+                        need[r] = 0.0
+                        have[r] = 0.0
+                    for k in range(first, end):
+                        for r in range(nres):
+                            need[r] += dem[tdem[k], r]
+                    for nd in range(nodes):
+                        for r in range(nres):
+                            have[r] += free[nd, r]
+                    for r in range(nres):
+                        if need[r] > have[r] + 1e-9:
+                            ok = False
+                s0, g0 = npl, ng
+                placed = 0
+                if ok:
+                    for k in range(first, end):
+                        u = tdem[k]
+                        w = want[j]
+                        nd = -1
+                        for cand in range(nodes):
+                            if w != -1 and node_type[cand] != w:
+                                continue
+                            fits = True
+                            for x in range(thr_n[u]):
+                                if not free[cand, thr_dim[u, x]] >= thr_val[u, x]:
+                                    fits = False
+                                    break
+                            if fits:
+                                nd = cand
+                                break
+                        if nd < 0:
+                            ok = False
+                            break
+                        for r in range(nres):        # Transaction.reserve
+                            free[nd, r] -= dem[u, r]
+                        pl_task[npl] = k - toff[j]
+                        pl_node[npl] = nd
+                        pl_goff[npl] = ng
+                        kk = tgpu[k]
+                        if kk > 0:                   # pick_gpus: least loaded, lowest index first
+                            for x in range(kk):
+                                best = -1
+                                for g in range(node_gpus[nd]):
+                                    taken = False
+                                    for y in range(ng, ng + x):
+                                        if gbuf[y] == g:
+                                            taken = True
+                                    if not taken and (best < 0 or gload[nd, g] < gload[nd, best]):
+                                        best = g
+                                gbuf[ng + x] = best
+                            for x in range(kk):
+                                gload[nd, gbuf[ng + x]] += 1
+                            ng += kk
+                        tk_pl[k] = npl
+                        npl += 1
+                        placed += 1
+                have_n = nplaced[j] + placed
+                if gang and have_n < ntask[j]:       # Transaction.discard
+                    for p in range(s0, npl):
+                        k = toff[j] + pl_task[p]
+                        nd = pl_node[p]
+                        for r in range(nres):
+                            free[nd, r] += dem[tdem[k], r]
+                        for x in range(pl_goff[p], pl_goff[p] + tgpu[k]):
+                            gload[nd, gbuf[x]] -= 1
+                    npl, ng = s0, g0
+                    ok = False
+                else:
+                    if placed > 0:
+                        launched[nl], lstart[nl], lcount[nl] = j, s0, placed
+                        nl += 1
+                        nplaced[j] = have_n
+                    if have_n < ntask[j]:
+                        ok = False
+                if not ok and blocking:
+                    break
+            # -- SimBackend.apply: each launch's _take, then _refresh
+            for li in range(nl):
+                j = launched[li]
+                op[nop], op_t[nop], op_j[nop], op_a[nop], op_b[nop] = LAUNCH, now, j, lstart[li], lcount[li]
+                nop += 1
+                add = 0.0
+                for p in range(lstart[li], lstart[li] + lcount[li]):
+                    k = toff[j] + pl_task[p]
+                    busy += tgpu[k]
+                    add += dem[tdem[k], GPU]
+                gpu_s[j] += hold[j] * (now - since[j])
+                since[j] = now
+                hold[j] += add
+            for li in range(nl):                     # touched jobs in job-id order
+                touched[li] = launched[li]
+            for li in range(1, nl):
+                x = touched[li]
+                y = li - 1
+                while y >= 0 and idrank[touched[y]] > idrank[x]:
+                    touched[y + 1] = touched[y]
+                    y -= 1
+                touched[y + 1] = x
+            for li in range(nl):
+                j = touched[li]
+                if nplaced[j] == ntask[j]:           # whole: rate 1 (_set_rate)
+                    c = hold[j]
+                    if c != eff_gpus[j]:
+                        eff_gpu_s += effective * (now - eff_t)
+                        eff_t = now
+                        effective += c - eff_gpus[j]
+                        eff_gpus[j] = c
+                    last_t[j] = now
+                    rate[j] = 1.0
+                    if jf[j, 4] != jf[j, 4]:
+                        jf[j, 4] = now
+                    ft = now + max(rem[j], 0.0) / 1.0
+                    fs = seq + li
+                    i = hn                           # push: sift up
+                    hn += 1
+                    while i > 0:
+                        par = (i - 1) // 2
+                        if ft < ht[par] or (ft == ht[par] and fs < hs[par]):
+                            ht[i], hs[i], hj[i] = ht[par], hs[par], hj[par]
+                            i = par
+                        else:
+                            break
+                    ht[i], hs[i], hj[i] = ft, fs, j
+                    op[nop], op_t[nop], op_j[nop] = RATE, now, j
+                    nop += 1
+                    psum -= pcount[j]
+                    pcount[j] = 0.0
+                else:                                # a partial hold
+                    psum += hold[j] - pcount[j]
+                    pcount[j] = hold[j]
+            seq += nl
+            # -- Scheduler._after_apply
+            for li in range(nl):
+                j = launched[li]
+                if nplaced[j] == ntask[j]:
+                    if jf[j, 0] != jf[j, 0]:
+                        jf[j, 0] = now
+                    state[j] = RUNNING
+                    nrun += 1
+                    svc[j] = now
+                    lo, hi = 0, qn                   # out of the queue
+                    while lo < hi:
+                        mid = (lo + hi) // 2
+                        if keyrank[q[mid]] < keyrank[j]:
+                            lo = mid + 1
+                        else:
+                            hi = mid
+                    for i in range(lo, qn - 1):
+                        q[i] = q[i + 1]
+                    qn -= 1
+                else:
+                    state[j] = PARTIAL
+        # -- the timeline's sample (Scheduler._run)
+        a, e, pt = float(busy), effective, psum
+        if ntl == 0:
+            tl_f[0, 0], tl_f[0, 1], tl_f[0, 2], tl_f[0, 3] = now, a, e, pt
+            tl_n[0, 0], tl_n[0, 1] = nrun, qn
+            ntl = 1
+        elif (tl_f[ntl - 1, 1] != a or tl_f[ntl - 1, 2] != e or tl_f[ntl - 1, 3] != pt
+              or tl_n[ntl - 1, 0] != nrun or tl_n[ntl - 1, 1] != qn):
+            if tl_f[ntl - 1, 0] != now:
+                ntl += 1
+            tl_f[ntl - 1, 0], tl_f[ntl - 1, 1], tl_f[ntl - 1, 2], tl_f[ntl - 1, 3] = now, a, e, pt
+            tl_n[ntl - 1, 0], tl_n[ntl - 1, 1] = nrun, qn
+    left = 0
+    for j in range(n):
+        ji[j, 0] = state[j]
+        jf[j, 2] = rem[j]
+        jf[j, 3] = gpu_s[j]
+        if state[j] != DONE and state[j] != REJECTED:
+            left += 1
+    return nop, npl, ng, ntl, now, eff_gpu_s, effective, eff_t, nrounds, left
+
+
+# -- the driver -----------------------------------------------------------------------------------
+def run(sched, backend, progress=None) -> bool:
+    """Run `sched` over `backend` (a fresh SimBackend) in the compiled loop, and leave both as
+    Scheduler.run would: their logs, rounds, timeline, job records and finished jobs' stats.
+    False where it does not apply (nothing is changed then: the caller runs the Python loop)."""
+    if len(backend._jobs) < MIN_JOBS or not available():
+        return False
+    inp = _inputs(sched, backend)
+    if inp is None:
+        return False
+    n = len(inp["work"])
+    T = len(inp["tdem"])
+    G = int(inp["tgpu"].sum())
+    m = 5 * n + T + 8
+    op = np.zeros(m, np.int8)
+    op_t = np.zeros(m, np.float64)
+    op_j = np.zeros(m, np.int64)
+    op_a = np.zeros(m, np.int64)
+    op_b = np.zeros(m, np.int64)
+    pl_task, pl_node, pl_goff = np.zeros(T, np.int64), np.zeros(T, np.int64), np.zeros(T, np.int64)
+    gbuf = np.zeros(max(G, 1), np.int64)
+    tl_f = np.zeros((2 * n + 2, 4), np.float64)
+    tl_n = np.zeros((2 * n + 2, 2), np.int64)
+    jf = np.zeros((n, 6), np.float64)
+    ji = np.zeros((n, 2), np.int64)
+    t0 = _time.perf_counter()
+    (nop, npl, ng, ntl, now, eff_gpu_s, effective, eff_t, nrounds, left) = _kernel(
+        inp["arr_order"], inp["arr_t"], inp["keyrank"], inp["idrank"], inp["rejected"], inp["work"],
+        inp["ntask"], inp["toff"], inp["tdem"], inp["tgpu"], inp["dem"], inp["thr_n"], inp["thr_dim"],
+        inp["thr_val"], inp["want"], inp["node_type"], inp["node_gpus"], inp["free"], inp["gload"],
+        inp["gang"], inp["blocking"], op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n,
+        jf, ji)
+    wall = _time.perf_counter() - t0
+    if left:
+        return False        # jobs left waiting (a non-gang profile that does not block): Python's
+    _write(sched, backend, inp, wall, op[:nop], op_t[:nop], op_j[:nop], op_a[:nop], op_b[:nop],
+           pl_task[:npl], pl_node[:npl], pl_goff[:npl], gbuf[:ng], tl_f[:ntl], tl_n[:ntl], jf, ji, nrounds)
+    be = backend
+    be._now = float(now)
+    be._eff_gpu_s, be._effective, be._eff_t = float(eff_gpu_s), float(effective), float(eff_t)
+    be.heap._heap.clear()          # the first arrival, pushed at construction
+    be._arr_next = n
+    if progress is not None:
+        progress(be._now, sched.n_done)
+    return True
+
+
+def _profile_applies(sched) -> bool:
+    """The profile is the FIFO family's: fifo order, the fits filter, first fit, the requested
+    allocation, nothing else; rounds on events only; a scheduler that has not run."""
+    from dlsched.policies.allocate.requested import RequestedAllocate
+    from dlsched.policies.order.fifo import FifoOrder
+    from dlsched.policies.place.first_fit import FirstFitScorer
+    from dlsched.policies.place.fits import FitsFilter
+    p = sched.profile
+    return (type(p.order) is FifoOrder and len(p.filters) == 1 and type(p.filters[0]) is FitsFilter
+            and len(p.scorers) == 1 and type(p.scorers[0][0]) is FirstFitScorer and not p.actions
+            and not p.placers and type(p.allocator) is RequestedAllocate and p.event_rounds and not p.round_s
+            and not sched._observers and not sched._wakers and not sched._stateful and sched.sink is None
+            and not sched.jobs and not len(sched.log) and not len(sched.rounds) and not len(sched.timeline)
+            and not sched.queue and not sched.running and sched._next_tick is None)
+
+
+def _backend_applies(be) -> bool:
+    """A SimBackend that has not run, with no node events, phases, start delay or containment,
+    every node up and free, and every capacity an integer."""
+    from dlsched.sim.backend import SimBackend
+    if (type(be) is not SimBackend or be._now != 0.0 or be.runs or be.prescheduling or be.start_delay_s != 0
+            or not be.compact_done or len(be.heap) != 1 or be._arr_next != 1 or len(be.log)):
+        return False
+    st, cap = be.state, be.cluster.capacity
+    return (bool(st.up.all()) and st.free.shape == cap.shape and bool((st.free == cap).all())
+            and int(st.gpu_load.max(initial=0)) == 0 and _integers(cap))
+
+
+def _integers(a) -> bool:
+    a = np.asarray(a, dtype=np.float64)
+    return bool(np.all(np.isfinite(a)) and np.all(a == np.floor(a)) and np.all(np.abs(a) < _INT_LIMIT))
+
+
+def _inputs(sched, be) -> dict | None:
+    """The kernel's arrays, or None where the run is not one it applies to (see the module)."""
+    if not _profile_applies(sched) or not _backend_applies(be):
+        return None
+    from dlsched.policies.place.fits import _thresholds
+    specs = be._jobs
+    n = len(specs)
+    cl = be.cluster
+    types = list(cl.gpu_types)
+    model_of = be.speed.params.model
+    models: dict = {}
+    shapes: dict = {}            # id(tasks) -> (tasks, demand ids, GPUs per task)
+    demands: dict = {}           # demand tuple -> id
+    work = np.empty(n, np.float64)
+    want = np.empty(n, np.int64)
+    ntask = np.empty(n, np.int64)
+    rejected = np.zeros(n, np.bool_)
+    reasons: dict[int, str] = {}
+    tdem: list[int] = []
+    tgpu: list[int] = []
+    never = sched._never_fits
+    for j, s in enumerate(specs):
+        if (s.kind != "dl" or s.iterations is not None or s.save_s != 0
+                or not (s.launch_s == 0 or (s.launch_s is None and s.data_gb is None))):
+            return None
+        if s.model is not None:
+            known = models.get(s.model)
+            if known is None:
+                known = models[s.model] = model_of(s.model) is not None
+            if known:
+                return None            # its speed depends on its placement
+        d = s.duration_s or 0.0
+        if not math.isfinite(d):
+            return None
+        work[j] = d
+        want[j] = -1 if s.gpu_type is None else (types.index(s.gpu_type) if s.gpu_type in types else -2)
+        tasks = s.tasks
+        sh = shapes.get(id(tasks))
+        if sh is None or sh[0] is not tasks:
+            sh = _shape(tasks, demands)
+            if sh is None:
+                return None
+            shapes[id(tasks)] = sh
+        ntask[j] = len(tasks)
+        tdem.extend(sh[1])
+        tgpu.extend(sh[2])
+        why = never(s, be)
+        if why:
+            rejected[j] = True
+            reasons[j] = why
+    ids = [s.job_id for s in specs]
+    if len(set(ids)) != n:
+        return None
+    idrank = np.empty(n, np.int64)
+    idrank[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
+    keyrank = np.empty(n, np.int64)
+    keyrank[sorted(range(n), key=lambda i: (specs[i].submit_time_s, ids[i]))] = np.arange(n)
+    U = len(demands)
+    dem = np.zeros((max(U, 1), NRES), np.float64)
+    thr_n = np.zeros(max(U, 1), np.int64)
+    thr_dim = np.zeros((max(U, 1), NRES), np.int64)
+    thr_val = np.zeros((max(U, 1), NRES), np.float64)
+    for demand, u in demands.items():
+        dem[u] = demand
+        th = _thresholds(demand)
+        thr_n[u] = len(th)
+        for x, (r, v) in enumerate(th):
+            thr_dim[u, x], thr_val[u, x] = r, v
+    toff = np.zeros(n + 1, np.int64)
+    np.cumsum(ntask, out=toff[1:])
+    st = be.state
+    p = sched.profile
+    return {"specs": specs, "ids": ids, "reasons": reasons, "work": work, "arr_order": np.asarray(be._arr_order, np.int64),
+            "arr_t": np.asarray(be._arr_times, np.float64), "keyrank": keyrank, "idrank": idrank, "rejected": rejected,
+            "ntask": ntask, "toff": toff, "tdem": np.asarray(tdem, np.int64), "tgpu": np.asarray(tgpu, np.int64),
+            "dem": dem, "thr_n": thr_n, "thr_dim": thr_dim, "thr_val": thr_val, "want": want,
+            "node_type": np.asarray(cl.node_gpu_type, np.int64),
+            "node_gpus": np.array([nd.gpus for nd in cl.nodes], np.int64),
+            "free": np.array(st.free, dtype=np.float64, order="C"), "gload": np.array(st.gpu_load, dtype=np.int64),
+            "gang": bool(p.gang), "blocking": bool(p.blocking)}
+
+
+def _shape(tasks, demands: dict):
+    """(tasks, each task's demand id, each task's GPU count) where every task's demand is made
+    of integers (GPUs whole) and its index is its position; None otherwise."""
+    if not tasks:
+        return None
+    ds, gs = [], []
+    for i, t in enumerate(tasks):
+        d = t.demand
+        if t.index != i or len(d) != NRES:
+            return None
+        u = demands.get(d)
+        if u is None:
+            if not _integers(d) or min(d) < 0:
+                return None
+            u = demands[d] = len(demands)
+        ds.append(u)
+        gs.append(int(d[GPU]))
+    return tasks, ds, gs
+
+
+def _write(sched, be, inp, wall, op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji,
+           nrounds) -> None:
+    """The records and state the Python loop leaves, from the kernel's output."""
+    from dlsched.core.types import TaskPlacement
+    from dlsched.scheduler.context import JobRecord, JobState
+    from dlsched.scheduler.eventlog import StatsBlock
+    from dlsched.sim.run import DoneRow, JobRun
+    specs, ids, reasons = inp["specs"], inp["ids"], inp["reasons"]
+    toff, tgpu = inp["toff"].tolist(), inp["tgpu"].tolist()
+    slog, elog, rounds = sched.log, be.log, sched.rounds
+    s_add, e_add = slog.append, elog.append
+    record = be.record_rates
+    each = wall / nrounds if nrounds else 0.0
+    pt, pn, pg, gb = pl_task.tolist(), pl_node.tolist(), pl_goff.tolist(), gbuf.tolist()
+    arrived: list[tuple[int, float]] = []
+    for o, t, j, a, b in zip(op.tolist(), op_t.tolist(), op_j.tolist(), op_a.tolist(), op_b.tolist()):
+        if o == FINISH:
+            jid = ids[j]
+            if record:
+                e_add((t, "rate", jid, "0"))
+            e_add((t, "finish", jid, ""))
+            s_add((t, "finish", jid, ""))
+        elif o == ARRIVE:
+            jid = ids[j]
+            e_add((t, "arrival", jid, ""))
+            s_add((t, "arrival", jid, "", (), None, False, specs[j], None))
+            arrived.append((j, t))
+            if j in reasons:
+                s_add((t, "rejected", jid, reasons[j]))
+        elif o == LAUNCH:
+            jid, base = ids[j], toff[j]
+            pls = tuple([TaskPlacement(pt[p], pn[p], tuple(gb[pg[p]:pg[p] + tgpu[base + pt[p]]]))
+                         for p in range(a, a + b)])
+            elog.append_take(t, jid, pls)
+            slog.append_placed(t, "launch", jid, pls, None, False)
+        elif o == RATE:
+            if record:
+                e_add((t, "rate", ids[j], "1"))
+        else:                               # ROUND
+            s_add((t, "round", "", "", (), None, False, None, (each, a)))
+            rounds.append((t, each, a))
+    timeline = sched.timeline
+    for f, k in zip(tl_f.tolist(), tl_n.tolist()):
+        timeline.append((*f, *k))
+    # finished jobs' stats, a row each in the order they finished (SimBackend._drop_done)
+    fl, il = jf.tolist(), ji.tolist()
+    rows = [j for _, j in sorted((il[j][1], j) for j, _ in arrived if il[j][0] == DONE)]
+    if rows:
+        block = be._done_stats = StatsBlock(_STATS_KEYS)
+        varying = {"remaining": jf[rows, 2].tolist(), "gpu_s": jf[rows, 3].tolist(),
+                   "first_progress_s": jf[rows, 4].tolist()}
+        first = dict(_STATS_DONE)
+        first.update({k: v[0] for k, v in varying.items()})
+        block.add(first)
+        for c, key in enumerate(_STATS_KEYS):
+            vals = varying.get(key)
+            block.cols[c].extend(vals[1:] if vals is not None else [first[key]] * (len(rows) - 1))
+        block.n = len(rows)
+    # the job records, in arrival order (as Scheduler.jobs and SimBackend.runs hold them)
+    jobs, runs = sched.jobs, be.runs
+    done = JobState.DONE
+    for j, t in arrived:
+        s = specs[j]
+        rec = JobRecord(s, s.tasks)
+        if il[j][0] == REJECTED:
+            rec.state, rec.reject_reason = JobState.REJECTED, reasons[j]
+            runs[s.job_id] = JobRun(s, s.tasks, float(inp["work"][j]), last_t=t, k=j)
+        else:
+            first_start, fin, _, _, _, attained = fl[j]
+            rec.state, rec.first_start_s, rec.finish_s, rec.attained_gpu_s = done, first_start, fin, attained
+            runs[s.job_id] = DoneRow(s, il[j][1])
+        jobs[s.job_id] = rec
+    sched.n_done = len(arrived)
+
+
+# A finished job's job_stats (SimBackend._stats_of of a job without a model or iterations that ran
+# to its end, never stopped): these values, but for its remaining work, GPU-seconds and first progress.
+_STATS_DONE = {"step": None, "remaining": 0.0, "rate": 0.0, "progress": 1.0, "loss": None, "gpu_s": 0.0,
+               "first_progress_s": 0.0, "suspends": 0, "resumes": 0, "switch_lost_s": 0.0,
+               "switch_lost_gpu_s": 0.0, "nic_bytes": 0.0, "cross_rack_bytes": 0.0}
+_STATS_KEYS = tuple(_STATS_DONE)
