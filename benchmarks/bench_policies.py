@@ -41,6 +41,10 @@ def main() -> None:
     from dlsched.scheduler.framework import REGISTRY
     names = [p for p in args.policies.split(",") if p] or REGISTRY.names("profile")
     rows = []
+    # the FIFO family's compiled loop compiles at its first use after an install: untimed here
+    warm = subprocess.run([sys.executable, "-c", "from dlsched.sim import fastloop; print(fastloop.warm())"],
+                          check=True, capture_output=True, text=True)
+    print(f"warm-up (compile or load the compiled FIFO loop): {float(warm.stdout.split()[-1]):.2f} s")
     for p in names:
         t = time.perf_counter()
         try:

@@ -57,6 +57,13 @@ def main() -> None:
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
     cases = [("Philly (whole trace)", "philly", "philly"), ("Pollux workload-6", "pollux-6", "pollux")]
+    # The FIFO family's compiled loop (dlsched/sim/fastloop.py) compiles at its first use after an
+    # install (about 4 s, once: numba caches it on disk) or loads from the cache: warmed up in a
+    # process of its own, untimed, and reported.
+    warm = subprocess.run([sys.executable, "-c", "from dlsched.sim import fastloop; print(fastloop.warm())"],
+                          check=True, capture_output=True, text=True)
+    warm_s = float(warm.stdout.strip().splitlines()[-1])
+    print(f"warm-up (compile or load the compiled FIFO loop): {warm_s:.2f} s")
     rows = []
     for name, path, cluster in cases:
         d = run_case(path, cluster, args.policy)
@@ -73,7 +80,12 @@ def main() -> None:
                      f"{d['load_s']:.2f} | {d['wall_s']:.2f} | {d['rss_mb']:.0f} | {d['mean_jct_s']:,.1f} |")
     stamp = (f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs, Python {platform.python_version()}, "
              f"with `python benchmarks/bench_sim.py --policy {args.policy}`.")
-    res_file = update_results(args.policy, [stamp, "", *table])
+    note = ["", "The FIFO family (fifo, fifo-gang, fifo-backfill) runs a trace of 5,000 jobs or more whose speed does",
+            "not depend on placement in one compiled call (src/dlsched/sim/fastloop.py), with the same records",
+            "as the Python loop (tests/unit/test_fastloop.py). The first run after an install compiles it",
+            f"(numba, cached on disk): warmed up untimed, {warm_s:.2f} s this time. Before it (2026-11-25):",
+            "Philly 9.37 s of process wall, 8.14 s of simulate."]
+    res_file = update_results(args.policy, [stamp, "", *table, *(note if args.policy.startswith("fifo") else [])])
     print(f"updated {res_file}")
 
 

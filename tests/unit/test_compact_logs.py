@@ -249,3 +249,43 @@ def test_of_stats_keeps_a_row_of_another_block():
     assert [r.job_id for r in recs] == ["a", "b", "c"] and all(r.kind == "stats" for r in recs)
     assert recs[0].stats == {"gpu_s": 2.5, "suspends": 3} and type(recs[0].stats["suspends"]) is int
     assert recs[1].stats == {"gpu_s": 0.0, "suspends": 1} and recs[2].stats is None
+
+
+def test_bulk_appends_read_back_what_appends_of_the_same_records_read():
+    """extend_shaped / extend_coded / extend_columns (the compiled FIFO run's writers) keep
+    what append keeps: the logs read back equal, kinds new and already seen alike."""
+    import numpy as np
+    from dlsched.scheduler.eventlog import Rounds
+    spec = load_workload("sample")[0]
+    tp = (TaskPlacement(0, 3, (0, 1)),)
+    recs = [(0.0, "arrival", "a", "", (), None, False, spec, None), (0.0, "rejected", "b", "too big"),
+            (1.0, "round", "", "", (), None, False, None, (0.5, 3)), (1.0, "launch", "a", "0@3", tp, None, False),
+            (2.0, "finish", "a", "")]
+    one, bulk = CompactLog(), CompactLog()
+    for log in (one, bulk):
+        log.append((0.0, "finish", "z", ""))                   # a kind it has already
+    for r in recs:
+        one.append(r)
+    kinds = ["finish", "arrival", "rejected", "round", "launch"]
+    bulk.extend_shaped(np.array([r[0] for r in recs]), np.array([1, 2, 3, 4, 0], np.uint8), kinds,
+                       ["plain", "spec", "detail", "stats", "placed"], [r[2] for r in recs],
+                       [spec, "too big", (0.5, 3), tp, None])
+    assert list(bulk) == list(one) and bulk == one
+    e1, e2 = EngineLog(), EngineLog()
+    e1.append((0.0, "arrival", "a", ""))
+    e1.append_take(1.0, "a", tp)
+    e1.append((1.0, "rate", "a", "1"))
+    e2.extend_coded(np.array([0.0, 1.0, 1.0]), np.array([1, 2, 0]), ["rate", "arrival", "take"], ["a"] * 3,
+                    ["", tp, "1"])
+    assert list(e2) == list(e1)
+    t1, t2 = Timeline(), Timeline()
+    samples = [(0.0, 2.0, 1.0, 0.0, 1, 3), (5.0, 4.0, 4.0, 1.0, 2, 0)]
+    for x in samples:
+        t1.append(x)
+    t2.extend_columns(np.array([x[:4] for x in samples]), np.array([x[4:] for x in samples]))
+    assert list(t2) == list(t1) == samples
+    r1, r2 = Rounds(), Rounds()
+    for x in [(0.0, 0.25, 3), (5.0, 0.25, 0)]:
+        r1.append(x)
+    r2.extend_columns(np.array([0.0, 5.0]), np.array([0.25, 0.25]), np.array([3, 0]))
+    assert list(r2) == list(r1)

@@ -151,3 +151,13 @@ def test_the_compiled_run_reports_its_progress_and_rounds():
     assert seen == [(backend.now(), len(jobs))]
     walls = [w for _, w, _ in sched.rounds]
     assert len(walls) > 10 and min(walls) > 0 and len(set(walls)) == 1    # the call's time, shared
+
+
+def test_the_warm_up_compiles_the_signature_a_run_uses():
+    """benchmarks/bench_sim.py warms the kernel up untimed: a run after it compiles nothing."""
+    assert fastloop.warm() > 0
+    cl, jobs = small_case()
+    backend = SimBackend(cl, jobs)
+    Scheduler(build_profile("fifo-gang"), seed=0).run(backend)
+    assert backend.compiled_run
+    assert len(fastloop._kernel.signatures) == 1

@@ -117,6 +117,13 @@ class ColumnSeq:
         self._kinds.append(kind)
         return code
 
+    def _coded(self, which, kinds) -> tuple[bytes, bytes]:
+        """For bulk appends (`extend_coded`, `extend_shaped`): `which` (indices into `kinds`, one
+        byte each) as bytes, and the table that translates them into this log's kind codes."""
+        codes = bytes(self._code[k] if k in self._code else self._new_kind(k) for k in kinds)
+        w = which.astype("uint8", copy=False).tobytes() if hasattr(which, "tobytes") else bytes(which)
+        return w, codes + bytes(256 - len(codes))
+
 
 class StatsView(Mapping):
     """A stats record's dict as CompactLog keeps it: its keys (one tuple shared by every record
@@ -278,6 +285,24 @@ class CompactLog(ColumnSeq):
     def extend(self, records) -> None:
         for r in records:
             self.append(r)
+
+    #: the shapes `extend_shaped` takes, by name: what `append` keeps of such a record
+    SHAPES = {"plain": _PLAIN, "detail": _DETAIL, "spec": _SPEC, "stats": _STATS, "placed": _PLACED}
+
+    def extend_shaped(self, times, which, kinds, shapes, job_ids: list, xs: list) -> None:
+        """Append records in bulk (a compiled run's: dlsched.sim.fastloop): the i-th at times[i]
+        (a numpy array of floats), of kind kinds[which[i]] and job job_ids[i], shaped shapes[which[i]] with
+        xs[i]: "plain" (x None: no more), "detail" (x its detail, not ""), "spec" (x its spec),
+        "stats" (x its stats, not a dict), "placed" (x its placements, not empty: a launch,
+        resume, migrate or resize with no cost, not packed). What `append` keeps of the same
+        records, so they read back the same."""
+        w, table = self._coded(which, kinds)
+        shape = bytes(self.SHAPES[x] for x in shapes)
+        self._t.frombytes(times.astype("float64", copy=False).tobytes())
+        self._k.extend(w.translate(table))
+        self._s.extend(w.translate(shape + bytes(256 - len(shape))))
+        self._j.extend(job_ids)
+        self._x.extend(xs)
 
     def append_placed(self, t: float, kind: str, job_id: str, placements: tuple, cost, packed: bool) -> None:
         """Append LogRecord(t, kind, job_id, placed_detail(placements), placements, cost, packed)
@@ -506,6 +531,13 @@ class Timeline(ColumnSeq):
     def __len__(self) -> int:
         return len(self._n) // 2
 
+    def extend_columns(self, f, k) -> None:
+        """Append samples in bulk: f (n x 4 doubles: time, allocated, effective, partial GPUs)
+        and k (n x 2 integers: running, queued jobs), numpy arrays."""
+        import numpy as np
+        self._f.frombytes(np.ascontiguousarray(f, dtype=np.float64).tobytes())
+        self._n.frombytes(np.ascontiguousarray(k, dtype=np.int64).tobytes())
+
     def __getitem__(self, i: int) -> tuple:
         i = self._index(i)
         f, k = self._f, self._n
@@ -553,6 +585,12 @@ class Rounds(ColumnSeq):
         t, wall, queued = r
         self._f.extend((t, wall))
         self._q.append(queued)
+
+    def extend_columns(self, t, wall, queued) -> None:
+        """Append rounds in bulk from numpy arrays of their times, wall seconds and queued jobs."""
+        import numpy as np
+        self._f.frombytes(np.column_stack((t, wall)).astype(np.float64).tobytes())
+        self._q.frombytes(np.ascontiguousarray(queued, dtype=np.int64).tobytes())
 
     def __len__(self) -> int:
         return len(self._q)

@@ -136,6 +136,16 @@ class EngineLog(ColumnSeq):
         self._j.append(job_id)
         self._d.append(detail)
 
+    def extend_coded(self, times, which, kinds, job_ids: list, details: list) -> None:
+        """Append records in bulk (a compiled run's: dlsched.sim.fastloop): the i-th is
+        (times[i], kinds[which[i]], job_ids[i], details[i]), times a numpy array of floats; a
+        detail is a string or a take's placements (as `append_take` keeps them)."""
+        w, table = self._coded(which, kinds)
+        self._t.frombytes(times.astype("float64", copy=False).tobytes())
+        self._k.extend(w.translate(table))
+        self._j.extend(job_ids)
+        self._d.extend(details)
+
     def append_take(self, t: float, job_id: str, placements: tuple) -> None:
         """Append (t, "take", job_id, "task@node;...") keeping the placements (the decision's
         own tuple, shared with the scheduler's log) rather than the string: it is made when the

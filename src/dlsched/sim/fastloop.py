@@ -411,29 +411,9 @@ def run(sched, backend, progress=None) -> bool:
     inp = _inputs(sched, backend)
     if inp is None:
         return False
-    n = len(inp["work"])
-    T = len(inp["tdem"])
-    G = int(inp["tgpu"].sum())
-    m = 5 * n + T + 8
-    op = np.zeros(m, np.int8)
-    op_t = np.zeros(m, np.float64)
-    op_j = np.zeros(m, np.int64)
-    op_a = np.zeros(m, np.int64)
-    op_b = np.zeros(m, np.int64)
-    pl_task, pl_node, pl_goff = np.zeros(T, np.int64), np.zeros(T, np.int64), np.zeros(T, np.int64)
-    gbuf = np.zeros(max(G, 1), np.int64)
-    tl_f = np.zeros((2 * n + 2, 4), np.float64)
-    tl_n = np.zeros((2 * n + 2, 2), np.int64)
-    jf = np.zeros((n, 6), np.float64)
-    ji = np.zeros((n, 2), np.int64)
-    t0 = _time.perf_counter()
-    (nop, npl, ng, ntl, now, eff_gpu_s, effective, eff_t, nrounds, left) = _kernel(
-        inp["arr_order"], inp["arr_t"], inp["keyrank"], inp["idrank"], inp["rejected"], inp["work"],
-        inp["ntask"], inp["toff"], inp["tdem"], inp["tgpu"], inp["dem"], inp["thr_n"], inp["thr_dim"],
-        inp["thr_val"], inp["want"], inp["node_type"], inp["node_gpus"], inp["free"], inp["gload"],
-        inp["gang"], inp["blocking"], op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n,
-        jf, ji)
-    wall = _time.perf_counter() - t0
+    out = _call(inp)
+    (op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji,
+     (nop, npl, ng, ntl, now, eff_gpu_s, effective, eff_t, nrounds, left), wall) = out
     if left:
         return False        # jobs left waiting (a non-gang profile that does not block): Python's
     _write(sched, backend, inp, wall, op[:nop], op_t[:nop], op_j[:nop], op_a[:nop], op_b[:nop],
@@ -442,10 +422,48 @@ def run(sched, backend, progress=None) -> bool:
     be._now = float(now)
     be._eff_gpu_s, be._effective, be._eff_t = float(eff_gpu_s), float(effective), float(eff_t)
     be.heap._heap.clear()          # the first arrival, pushed at construction
-    be._arr_next = n
+    be._arr_next = len(inp["work"])
     if progress is not None:
         progress(be._now, sched.n_done)
     return True
+
+
+def _call(inp: dict) -> tuple:
+    """The kernel over `inp` (from _inputs): its output arrays, its counts, and its seconds."""
+    n = len(inp["work"])
+    T = len(inp["tdem"])
+    G = int(inp["tgpu"].sum())
+    m = 5 * n + T + 8                  # records: at most an arrival, a finish, a rate, two rounds
+    outs = (np.zeros(m, np.int8), np.zeros(m, np.float64), np.zeros(m, np.int64), np.zeros(m, np.int64),
+            np.zeros(m, np.int64),                                   # per job, and a launch per task
+            np.zeros(T, np.int64), np.zeros(T, np.int64), np.zeros(T, np.int64), np.zeros(max(G, 1), np.int64),
+            np.zeros((2 * n + 2, 4), np.float64), np.zeros((2 * n + 2, 2), np.int64),   # a sample per event time
+            np.zeros((n, 6), np.float64), np.zeros((n, 2), np.int64))
+    t0 = _time.perf_counter()
+    counts = _kernel(
+        inp["arr_order"], inp["arr_t"], inp["keyrank"], inp["idrank"], inp["rejected"], inp["work"],
+        inp["ntask"], inp["toff"], inp["tdem"], inp["tgpu"], inp["dem"], inp["thr_n"], inp["thr_dim"],
+        inp["thr_val"], inp["want"], inp["node_type"], inp["node_gpus"], inp["free"], inp["gload"],
+        inp["gang"], inp["blocking"], *outs)
+    return (*outs, counts, _time.perf_counter() - t0)
+
+
+def warm() -> float:
+    """Compile the kernel, or load it from numba's cache, with a one-job run; its seconds (0.0
+    where numba does not import). The first run after an install compiles it (about 4 s)."""
+    t0 = _time.perf_counter()
+    if not available():
+        return 0.0
+    i1, f1 = np.zeros(1, np.int64), np.zeros(1, np.float64)
+    one = np.ones(1, np.int64)
+    inp = {"arr_order": i1, "arr_t": f1, "keyrank": i1, "idrank": i1, "rejected": np.zeros(1, np.bool_),
+           "work": np.ones(1), "ntask": one, "toff": np.array([0, 1], np.int64), "tdem": i1, "tgpu": one,
+           "dem": np.ones((1, NRES)), "thr_n": one, "thr_dim": np.zeros((1, NRES), np.int64),
+           "thr_val": np.full((1, NRES), 1 - _EPS), "want": np.full(1, -1, np.int64), "node_type": i1,
+           "node_gpus": one, "free": np.ones((1, NRES)), "gload": np.zeros((1, 1), np.int64),
+           "gang": False, "blocking": True}
+    _call(inp)
+    return _time.perf_counter() - t0
 
 
 def _profile_applies(sched) -> bool:
@@ -557,7 +575,7 @@ def _inputs(sched, be) -> dict | None:
             "arr_t": np.asarray(be._arr_times, np.float64), "keyrank": keyrank, "idrank": idrank, "rejected": rejected,
             "ntask": ntask, "toff": toff, "tdem": np.asarray(tdem, np.int64), "tgpu": np.asarray(tgpu, np.int64),
             "dem": dem, "thr_n": thr_n, "thr_dim": thr_dim, "thr_val": thr_val, "want": want,
-            "node_type": np.asarray(cl.node_gpu_type, np.int64),
+            "node_type": np.array(cl.node_gpu_type, np.int64),     # (a copy: the cluster's is read-only)
             "node_gpus": np.array([nd.gpus for nd in cl.nodes], np.int64),
             "free": np.array(st.free, dtype=np.float64, order="C"), "gload": np.array(st.gpu_load, dtype=np.int64),
             "gang": bool(p.gang), "blocking": bool(p.blocking)}
@@ -591,45 +609,66 @@ def _write(sched, be, inp, wall, op, op_t, op_j, op_a, op_b, pl_task, pl_node, p
     from dlsched.scheduler.eventlog import StatsBlock
     from dlsched.sim.run import DoneRow, JobRun
     specs, ids, reasons = inp["specs"], inp["ids"], inp["reasons"]
-    toff, tgpu = inp["toff"].tolist(), inp["tgpu"].tolist()
-    slog, elog, rounds = sched.log, be.log, sched.rounds
-    s_add, e_add = slog.append, elog.append
     record = be.record_rates
     each = wall / nrounds if nrounds else 0.0
+    # each launch's placements, the one tuple both logs keep (as Scheduler and SimBackend share it)
+    tgpu = inp["tgpu"].tolist()
     pt, pn, pg, gb = pl_task.tolist(), pl_node.tolist(), pl_goff.tolist(), gbuf.tolist()
-    arrived: list[tuple[int, float]] = []
-    for o, t, j, a, b in zip(op.tolist(), op_t.tolist(), op_j.tolist(), op_a.tolist(), op_b.tolist()):
-        if o == FINISH:
-            jid = ids[j]
-            if record:
-                e_add((t, "rate", jid, "0"))
-            e_add((t, "finish", jid, ""))
-            s_add((t, "finish", jid, ""))
-        elif o == ARRIVE:
-            jid = ids[j]
-            e_add((t, "arrival", jid, ""))
-            s_add((t, "arrival", jid, "", (), None, False, specs[j], None))
-            arrived.append((j, t))
-            if j in reasons:
-                s_add((t, "rejected", jid, reasons[j]))
-        elif o == LAUNCH:
-            jid, base = ids[j], toff[j]
-            pls = tuple([TaskPlacement(pt[p], pn[p], tuple(gb[pg[p]:pg[p] + tgpu[base + pt[p]]]))
+    launch = op == LAUNCH
+    placements = [tuple([TaskPlacement(pt[p], pn[p], tuple(gb[pg[p]:pg[p] + tgpu[base + pt[p]]]))
                          for p in range(a, a + b)])
-            elog.append_take(t, jid, pls)
-            slog.append_placed(t, "launch", jid, pls, None, False)
-        elif o == RATE:
-            if record:
-                e_add((t, "rate", ids[j], "1"))
-        else:                               # ROUND
-            s_add((t, "round", "", "", (), None, False, None, (each, a)))
-            rounds.append((t, each, a))
-    timeline = sched.timeline
-    for f, k in zip(tl_f.tolist(), tl_n.tolist()):
-        timeline.append((*f, *k))
+                  for base, a, b in zip(inp["toff"][op_j[launch]].tolist(), op_a[launch].tolist(), op_b[launch].tolist())]
+    id_of = _objects(ids)
+    # the engine's log: a finish is [a rate of 0,] its finish; an arrival; a launch its take; a
+    # rate change [a rate of 1]; a round nothing (SimBackend._handle, _take, _set_rate)
+    ekinds = ["finish", "arrival", "take", "rate"]
+    n_e = np.select([op == FINISH, op == ROUND, op == RATE], [1 + record, 0, int(record)], 1)
+    at = np.repeat(np.arange(len(op)), n_e)
+    o = op[at]
+    first = np.ones(len(at), dtype=bool)
+    first[1:] = at[1:] != at[:-1]
+    which = np.select([o == FINISH, o == ARRIVE, o == LAUNCH], [0, 1, 2], 3).astype(np.uint8)
+    rate0 = (o == FINISH) & first & bool(record)
+    which[rate0] = 3
+    details = np.full(len(at), "", dtype=object)
+    details[rate0] = "0"
+    details[o == RATE] = "1"
+    det_take = _objects(placements)
+    details[o == LAUNCH] = det_take
+    be.log.extend_coded(op_t[at], which, ekinds, id_of[op_j[at]].tolist(), details.tolist())
+    # the scheduler's log: a finish; an arrival [and its rejection]; a round; a launch
+    # (Scheduler.handle, _on_arrival, commit_round, _after_apply)
+    rej = np.zeros(len(op), dtype=bool)
+    arr = op == ARRIVE
+    rej[arr] = inp["rejected"][op_j[arr]]
+    n_s = np.where(op == RATE, 0, 1 + rej)
+    at = np.repeat(np.arange(len(op)), n_s)
+    o = op[at]
+    first = np.ones(len(at), dtype=bool)
+    first[1:] = at[1:] != at[:-1]
+    which = np.select([o == FINISH, o == ARRIVE, o == ROUND], [0, 1, 3], 4).astype(np.uint8)
+    which[(o == ARRIVE) & ~first] = 2
+    xs = np.full(len(at), None, dtype=object)
+    jobs_at = op_j[at]
+    is_arr = which == 1
+    xs[is_arr] = _objects(specs)[jobs_at[is_arr]]
+    is_rej = which == 2
+    xs[is_rej] = _objects([reasons[j] for j in jobs_at[is_rej].tolist()])
+    is_round = which == 3
+    queued = op_a[op == ROUND]
+    xs[is_round] = _objects([(each, q) for q in queued.tolist()])
+    xs[which == 4] = det_take
+    jids = id_of[jobs_at]
+    jids[is_round] = ""
+    sched.log.extend_shaped(op_t[at], which, ["finish", "arrival", "rejected", "round", "launch"],
+                            ["plain", "spec", "detail", "stats", "placed"], jids.tolist(), xs.tolist())
+    sched.rounds.extend_columns(op_t[op == ROUND], np.full(len(queued), each), queued)
+    sched.timeline.extend_columns(tl_f, tl_n)
+    arrived = list(zip(op_j[arr].tolist(), op_t[arr].tolist()))
     # finished jobs' stats, a row each in the order they finished (SimBackend._drop_done)
     fl, il = jf.tolist(), ji.tolist()
-    rows = [j for _, j in sorted((il[j][1], j) for j, _ in arrived if il[j][0] == DONE)]
+    ended = np.flatnonzero(ji[:, 0] == DONE)
+    rows = ended[np.argsort(ji[ended, 1])].tolist()
     if rows:
         block = be._done_stats = StatsBlock(_STATS_KEYS)
         varying = {"remaining": jf[rows, 2].tolist(), "gpu_s": jf[rows, 3].tolist(),
@@ -656,6 +695,11 @@ def _write(sched, be, inp, wall, op, op_t, op_j, op_a, op_b, pl_task, pl_node, p
             runs[s.job_id] = DoneRow(s, il[j][1])
         jobs[s.job_id] = rec
     sched.n_done = len(arrived)
+
+
+def _objects(seq) -> np.ndarray:
+    """A numpy array of the objects of `seq`, each an element (tuples too)."""
+    return np.fromiter(seq, dtype=object, count=len(seq))
 
 
 # A finished job's job_stats (SimBackend._stats_of of a job without a model or iterations that ran
