@@ -78,8 +78,11 @@ def decisions_frame(log):
     table: time_s, kind, job_id, detail, placements (JSON: [[task, node, [GPU ids]], ...]),
     packed; the columns of the runtime store's `schedlog`."""
     import pandas as pd
+    dumps = json.dumps
+    # most records place nothing (arrivals, finishes, rounds): their "[]" is one shared string
     rows = [(r.time_s, r.kind, r.job_id, r.detail or "",
-             json.dumps([[tp.task, tp.node, list(tp.gpu_ids)] for tp in r.placements]), bool(r.packed))
+             dumps([[tp.task, tp.node, list(tp.gpu_ids)] for tp in r.placements]) if r.placements else "[]",
+             bool(r.packed))
             for r in log if r.kind != "stats"]
     return pd.DataFrame(rows, columns=["time_s", "kind", "job_id", "detail", "placements", "packed"])
 
