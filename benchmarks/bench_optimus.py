@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from results import update_results
+from results import measured, update_results
 
 HERE = Path(__file__).resolve().parent
 
@@ -100,8 +99,7 @@ def main() -> None:
               f"process wall {d['wall_s']:.2f} s, mean JCT {d['mean_jct_s']:,.0f} s")
     if a.no_write:
         return
-    stamp = (f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs with "
-             f"`python benchmarks/bench_optimus.py --jobs {a.jobs} --nodes {a.nodes}`.")
+    stamp = measured(f"python benchmarks/bench_optimus.py --jobs {a.jobs} --nodes {a.nodes}") + "."
     lines = ["## Optimus and Tiresias (`benchmarks/bench_optimus.py`)", "",
              "Goals: one Optimus round for 4,000 jobs / 100,000 tasks on 16,000 nodes <= 1 s (seed 001: 5 s);",
              "Pollux workload-6 end to end with Tiresias <= 1 s (peer: 26 s) and Optimus <= 3 s (peer: 209 s).",

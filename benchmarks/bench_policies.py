@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
 import sys
 import time
 
-from results import update_results
+from results import measured, update_results
 
 CHILD = r"""
 import json, sys, time
@@ -67,8 +65,7 @@ def main() -> None:
     if args.no_write:
         return
     lines = ["## Every policy on the whole Philly trace (`benchmarks/bench_policies.py`)", "",
-             f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-             f"with `python benchmarks/bench_policies.py --limit-s {args.limit_s:.0f}`. Goal: every policy "
+             measured(f"python benchmarks/bench_policies.py --limit-s {args.limit_s:.0f}") + ". Goal: every policy "
              "<= 20 s of process wall time, fifo <= 5 s.", "", *table]
     print(f"updated {update_results('policies', lines)}")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from results import update_results
+from results import measured, update_results
 
 HERE = Path(__file__).resolve().parent
 
@@ -77,12 +77,10 @@ def main() -> None:
               f"{r['round_s']:.2f} s ({r['tasks_per_s']:,.0f} tasks/s)")
     if a.no_write:
         return
-    import os
     table = ["| policy | nodes | tasks asked | tasks placed | round (s) | tasks/s |", "| --- | --- | --- | --- | --- | --- |"]
     table += [f"| {r['policy']} | {r['nodes']:,} | {r['tasks']:,} | {r['placed']:,} | {r['round_s']:.2f} | "
               f"{r['tasks_per_s']:,.0f} |" for r in rows]
-    stamp = (f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs with "
-             f"`python benchmarks/bench_round.py --tasks {a.tasks} --nodes {a.nodes}`.")
+    stamp = measured(f"python benchmarks/bench_round.py --tasks {a.tasks} --nodes {a.nodes}") + "."
     note = ["", "The workload asks about 1.5x what the cluster holds, so every job that no longer fits is still",
             "tried. Both profiles (the fits filter with node-local scorers) run the compiled placement",
             "loop (src/dlsched/scheduler/fastplace.py, numba): one pass over the nodes per run of identical",

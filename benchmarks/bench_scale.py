@@ -14,12 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 
-from results import update_results
+from results import measured, update_results
 
 CHILD = r"""
 import json, resource, sys, time
@@ -103,9 +102,8 @@ def main() -> None:
     if args.no_write:
         return
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    stamp = (f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-             f"with `python benchmarks/bench_scale.py{' --jobs ' + args.jobs if args.jobs != '10000,100000' else ''}"
-             f"{' --million' if args.million else ''}` (fifo); load average {load:.1f} at the end. Simulate CPU is "
+    stamp = (measured(f"python benchmarks/bench_scale.py{' --jobs ' + args.jobs if args.jobs != '10000,100000' else ''}"
+                      f"{' --million' if args.million else ''}") + f" (fifo); load average {load:.1f} at the end. Simulate CPU is "
              f"the process's user + system time in `simulate`: on a shared machine it is the steadier figure.")
     res_file = update_results("scale", ["## Cost growth with jobs and concurrency (`benchmarks/bench_scale.py`)", "",
                                         GOAL, "", stamp, "", *table, "", *(f"- {g}" for g in growth), "",

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from results import update_results
+from results import measured, update_results
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -72,14 +71,12 @@ def main() -> None:
               f"load {d['load_s']:.2f} s, wall {d['wall_s']:.2f} s, peak RSS {d['rss_mb']:.0f} MB")
     if args.no_write:
         return
-    import os
     table = ["| case | policy | cluster | jobs | simulate (s) | jobs/s | load (s) | process wall (s) | peak RSS (MB) | mean JCT (s) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, cluster, d in rows:
         table.append(f"| {name} | {args.policy} | {cluster} | {d['jobs']:,} | {d['sim_s']:.2f} | {d['jobs_per_s']:,.0f} | "
                      f"{d['load_s']:.2f} | {d['wall_s']:.2f} | {d['rss_mb']:.0f} | {d['mean_jct_s']:,.1f} |")
-    stamp = (f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-             f"with `python benchmarks/bench_sim.py --policy {args.policy}`.")
+    stamp = measured(f"python benchmarks/bench_sim.py --policy {args.policy}") + "."
     note = ["", "The FIFO family (fifo, fifo-gang, fifo-backfill) runs a trace of 5,000 jobs or more whose speed does",
             "not depend on placement in one compiled call (src/dlsched/sim/fastloop.py), with the same records",
             "as the Python loop (tests/unit/test_fastloop.py). The first run after an install compiles it",

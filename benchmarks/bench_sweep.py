@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from results import update_results
+from results import measured, update_results
 
 SWEEP = """name: bench
 clusters: [v100-150]
@@ -74,8 +73,7 @@ def main() -> None:
     if args.no_write:
         return
     lines = ["## Sweeps on Ray (`benchmarks/bench_sweep.py`)", "",
-             f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-             f"with `python benchmarks/bench_sweep.py --jobs {args.jobs} --seeds {args.seeds}`: {cells} cells "
+             measured(f"python benchmarks/bench_sweep.py --jobs {args.jobs} --seeds {args.seeds}") + f": {cells} cells "
              f"(fifo and sjf on `poisson:jobs={args.jobs},rate=0.005` over `v100-150`, {args.seeds} seeds).", "",
              "| how | wall (s) | speed-up |", "| --- | --- | --- |",
              f"| one process, cells one after the other | {serial:.1f} | 1.00x |",

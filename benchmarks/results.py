@@ -2,6 +2,9 @@
 replaces its own block and leaves the rest of the file as it is."""
 from __future__ import annotations
 
+import os
+import platform
+import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -19,3 +22,28 @@ def update_results(name: str, lines: list[str]) -> Path:
     tmp.write_text(text)      # written whole, then renamed: never half a file
     tmp.replace(RESULTS)
     return RESULTS
+
+
+def cpu_reference_s() -> float:
+    """Seconds of one fixed pure-Python workload (2 million small tuples put in a dict, then
+    sorted: allocation, hashing and memory, as in the simulator), the best of three. The
+    development machine's speed varies from day to day (on 2026-11-26 every benchmark ran about
+    2.6x slower than on 2026-11-25, with the same code): this figure, printed with each block,
+    says how fast the machine was when the block was measured."""
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        d = {}
+        for i in range(2_000_000):
+            d[i] = (i, float(i))
+        sorted(d.values(), key=lambda x: -x[1])
+        del d
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def measured(command: str) -> str:
+    """The head of a block's stamp: date, CPUs, Python, the CPU reference and the command (the
+    caller ends the sentence)."""
+    return (f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+            f"CPU reference {cpu_reference_s():.2f} s (results.cpu_reference_s), with `{command}`")
