@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import pytest
 
 import dlsched
+import dlsched.policies  # noqa: F401  (the profiles build_profile names: also when run alone)
 from dlsched.core.types import TaskPlacement
 from dlsched.scheduler.eventlog import CompactLog, LogRecord, Timeline
 from dlsched.sim.engine import EngineLog
@@ -85,6 +86,14 @@ def test_engine_log_reads_back_tuples():
     _same(list(pickle.loads(pickle.dumps(log))), recs)
     log2 = EngineLog(r for r in recs if type(r[0]) is float)
     assert list(log2) == [r for r in recs if type(r[0]) is float]
+    # its columns (Result.save's events.parquet) hold what iteration reads, an int time and a
+    # take's placements (kept as the tuple, read as "task@node;...") included
+    log2.append_take(5.0, "b", (TaskPlacement(0, 3, (0,)), TaskPlacement(1, 4, (1,))))
+    for lg in (log, log2, EngineLog()):
+        cols = lg.columns()
+        assert list(cols) == ["time_s", "kind", "job_id", "detail"]
+        _same(list(zip(*cols.values())), list(lg))
+    assert log2.columns()["detail"][-1] == "0@3;1@4"
 
 
 def test_timeline_columns():
@@ -289,3 +298,24 @@ def test_bulk_appends_read_back_what_appends_of_the_same_records_read():
         r1.append(x)
     r2.extend_columns(np.array([0.0, 5.0]), np.array([0.25, 0.25]), np.array([3, 0]))
     assert list(r2) == list(r1)
+
+
+def test_decisions_frame_from_columns_is_the_frame_from_records():
+    """log.parquet's table read from a CompactLog's columns (placement_columns) is the one read
+    from its records: every shape of record (placed and packed, a cost, a detail, an int time,
+    stats left out), a gandiva run's packs and migrations, and an empty log."""
+    import pandas as pd
+
+    from dlsched.metrics.result import decisions_frame
+    recs = _records()
+    log = CompactLog(recs)
+    a, b = decisions_frame(log), decisions_frame(list(log))
+    pd.testing.assert_frame_equal(a, b)
+    assert len(a) == sum(r.kind != "stats" for r in recs) and a["packed"].tolist().count(True) == 1
+    assert a.loc[a.kind == "launch", "placements"].tolist() == ["[[0, 3, [0, 1]], [1, 4, [2]]]", "[[0, 3, [0, 1]]]"]
+    res = dlsched.simulate("seed002", load_workload("sample"), "gandiva", seed=0)
+    assert getattr(res.decisions, "compact", False)
+    run = decisions_frame(res.decisions)
+    pd.testing.assert_frame_equal(run, decisions_frame(list(res.decisions)))
+    assert {"launch", "finish"} <= set(run.kind)
+    pd.testing.assert_frame_equal(decisions_frame(CompactLog()), decisions_frame([]))

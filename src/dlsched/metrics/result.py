@@ -64,7 +64,11 @@ class SimResult:
         _atomic(out / "jobs.parquet", lambda p: self.jobs.to_parquet(p, index=False))
         _atomic(out / "timeline.parquet", lambda p: self.timeline.to_parquet(p, index=False))
         _atomic(out / "rounds.parquet", lambda p: self.rounds.to_parquet(p, index=False))
-        ev = pd.DataFrame(list(self.events), columns=["time_s", "kind", "job_id", "detail"])
+        cols = ["time_s", "kind", "job_id", "detail"]
+        # the simulator's EngineLog hands over its columns (no tuple per record)
+        ev = (pd.DataFrame(self.events.columns(), columns=cols)
+              if callable(getattr(self.events, "columns", None)) and len(self.events)
+              else pd.DataFrame(list(self.events), columns=cols))
         _atomic(out / "events.parquet", lambda p: ev.to_parquet(p, index=False))
         _atomic(out / "log.parquet", lambda p: decisions_frame(self.decisions).to_parquet(p, index=False))
         if self.nodes:
@@ -78,13 +82,20 @@ def decisions_frame(log):
     table: time_s, kind, job_id, detail, placements (JSON: [[task, node, [GPU ids]], ...]),
     packed; the columns of the runtime store's `schedlog`."""
     import pandas as pd
+    if getattr(log, "compact", False):
+        t, kind, job, detail, placed, packed = log.placement_columns(drop="stats")
+    else:
+        recs = [r for r in log if r.kind != "stats"]
+        t, kind, job = [r.time_s for r in recs], [r.kind for r in recs], [r.job_id for r in recs]
+        detail = [r.detail or "" for r in recs]
+        placed, packed = [r.placements for r in recs], [bool(r.packed) for r in recs]
     dumps = json.dumps
     # most records place nothing (arrivals, finishes, rounds): their "[]" is one shared string
-    rows = [(r.time_s, r.kind, r.job_id, r.detail or "",
-             dumps([[tp.task, tp.node, list(tp.gpu_ids)] for tp in r.placements]) if r.placements else "[]",
-             bool(r.packed))
-            for r in log if r.kind != "stats"]
-    return pd.DataFrame(rows, columns=["time_s", "kind", "job_id", "detail", "placements", "packed"])
+    pjson = [dumps([[tp.task, tp.node, list(tp.gpu_ids)] for tp in p]) if p else "[]" for p in placed]
+    cols = ["time_s", "kind", "job_id", "detail", "placements", "packed"]
+    if not t:
+        return pd.DataFrame([], columns=cols)
+    return pd.DataFrame(dict(zip(cols, (t, kind, job, detail, pjson, packed))), columns=cols)
 
 
 def cluster_nodes(cluster) -> list[dict]:

@@ -462,6 +462,34 @@ class CompactLog(ColumnSeq):
             else:
                 yield ti, kinds[c], j, x[0], x[1], x[4], x[5]
 
+    def placement_columns(self, drop: str | None = None) -> tuple:
+        """(time_s, kind, job_id, detail, placements, packed) of the records less those of kind
+        `drop`: six lists, the fields the records read back with (a detail "" where it is None),
+        without building a record each (`dlsched simulate` writes them all to log.parquet)."""
+        kinds, odd = self._kinds, self._odd_t
+        skip = self._code.get(drop, -1) if drop is not None else -1
+        t, k, j, det, pl, pk = [], [], [], [], [], []
+        none = ()
+        for i, (ti, c, sh, ji, x) in enumerate(zip(self._t, self._k, self._s, self._j, self._x)):
+            if c == skip:
+                continue
+            t.append(odd[i] if odd and i in odd else ti)
+            k.append(kinds[c])
+            j.append(ji)
+            if sh == _PLACED or sh == _PLACED_PACKED:
+                det.append(placed_detail(x))
+                pl.append(x)
+                pk.append(sh == _PLACED_PACKED)
+            elif sh == _FULL:
+                det.append(x[0] or "")
+                pl.append(x[1])
+                pk.append(bool(x[3]))
+            else:
+                det.append(x if sh == _DETAIL else "")
+                pl.append(none)
+                pk.append(False)
+        return t, k, j, det, pl, pk
+
     @classmethod
     def of_stats(cls, now: float, items) -> "CompactLog":
         """A log of `stats` records at `now`, one per (job_id, stats dict) in `items`: equal to

@@ -159,6 +159,18 @@ class EngineLog(ColumnSeq):
         d = self._d[i]
         return (t, self._kinds[self._k[i]], self._j[i], d if type(d) is str else placed_detail(d))
 
+    def columns(self) -> dict:
+        """The records as four lists, time_s, kind, job_id and detail, holding what iteration
+        reads back (Result.save's events.parquet, without a tuple per record)."""
+        if self._odd_t:
+            rows = list(self)
+            t, k, j, d = (list(c) for c in zip(*rows)) if rows else ([], [], [], [])
+        else:
+            ks = self._kinds
+            t, k, j = self._t.tolist(), [ks[c] for c in self._k], list(self._j)
+            d = [x if type(x) is str else placed_detail(x) for x in self._d]
+        return {"time_s": t, "kind": k, "job_id": j, "detail": d}
+
     def __len__(self) -> int:
         return len(self._j)
 
