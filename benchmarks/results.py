@@ -27,8 +27,8 @@ def update_results(name: str, lines: list[str]) -> Path:
 def cpu_reference_s() -> float:
     """Seconds of one fixed pure-Python workload (2 million small tuples put in a dict, then
     sorted: allocation, hashing and memory, as in the simulator), the best of three. The
-    development machine's speed varies from day to day (on 2026-11-26 every benchmark ran about
-    2.6x slower than on 2026-11-25, with the same code): this figure, printed with each block,
+    development machine's speed varies from day to day (on 2026-11-26 every benchmark ran 2.0-2.8x
+    slower than on 2026-11-25, with the same code): this figure, printed with each block,
     says how fast the machine was when the block was measured."""
     best = float("inf")
     for _ in range(3):

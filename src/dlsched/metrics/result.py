@@ -65,7 +65,8 @@ class SimResult:
         _atomic(out / "timeline.parquet", lambda p: self.timeline.to_parquet(p, index=False))
         _atomic(out / "rounds.parquet", lambda p: self.rounds.to_parquet(p, index=False))
         cols = ["time_s", "kind", "job_id", "detail"]
-        # the simulator's EngineLog hands over its columns (no tuple per record)
+        # the simulator's EngineLog hands over its columns (no tuple per record); an empty log
+        # takes the other path, whose empty columns are of dtype object as before
         ev = (pd.DataFrame(self.events.columns(), columns=cols)
               if callable(getattr(self.events, "columns", None)) and len(self.events)
               else pd.DataFrame(list(self.events), columns=cols))
@@ -94,7 +95,7 @@ def decisions_frame(log):
     pjson = [dumps([[tp.task, tp.node, list(tp.gpu_ids)] for tp in p]) if p else "[]" for p in placed]
     cols = ["time_s", "kind", "job_id", "detail", "placements", "packed"]
     if not t:
-        return pd.DataFrame([], columns=cols)
+        return pd.DataFrame([], columns=cols)      # (empty columns given as lists would be float64)
     return pd.DataFrame(dict(zip(cols, (t, kind, job, detail, pjson, packed))), columns=cols)
 
 
