@@ -59,7 +59,6 @@ docstring names the state it uses.
 """
 from __future__ import annotations
 
-import heapq
 import logging
 import queue
 import threading
@@ -81,6 +80,7 @@ from dlsched.runtime.runs import SAVING, RunsMixin, _Run
 from dlsched.runtime.shares import SharesMixin
 from dlsched.runtime.spec import RuntimeJobSpec
 from dlsched.runtime.stats import StepStats
+from dlsched.runtime.wakes import Wakes
 from dlsched.scheduler import events as ev
 
 __all__ = ["NAMESPACE", "NODE_ID_LABEL", "WARM_IMPORTS", "NodeInfo", "RayBackend", "cluster_of",
@@ -147,8 +147,7 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
         self.stats = StepStats(ray, store, self.handles, self.ckpt_root)
         self._waits: dict = {}                  # ObjectRef -> (job_id, run_id, rank)
         self._wlock = threading.Lock()
-        self._ticks: list[float] = []
-        self._tickset: set[float] = set()
+        self._ticks = Wakes()                   # rounds the scheduler asked for (wake_at)
         self._closing = threading.Event()
         self._now = self.now()
         self._stats_cache: dict = {}            # job -> job_stats, at poll time _stats_at
@@ -200,9 +199,7 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
         return Snapshot(self.cluster, free, up, load, self._now, used)
 
     def wake_at(self, t: float) -> None:
-        if t not in self._tickset:
-            self._tickset.add(t)
-            heapq.heappush(self._ticks, t)
+        if self._ticks.add(t):
             self.q.put(("wake", None, None, time.perf_counter()))
 
     def usage(self) -> tuple[float, float, float]:
@@ -250,9 +247,7 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
                     self.store.event(job_id, "rejected", rec.reject_reason)
             self._arrived = []
         while not self._closing.is_set():
-            timeout = 0.25
-            if self._ticks:
-                timeout = max(0.0, min(timeout, self._ticks[0] - self.now()))
+            timeout = self._ticks.timeout(self.now(), 0.25)
             items = []
             try:
                 items.append(self.q.get(timeout=timeout))
@@ -278,9 +273,9 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
                     fut = it[2]
                     if isinstance(fut, Future) and not fut.done():
                         fut.set_exception(e)
-            while self._ticks and self._ticks[0] <= self.now() + 1e-3:
-                t = heapq.heappop(self._ticks)
-                self._tickset.discard(t)
+            # a wake due by the batch's time (wakes.py: never one stamped before its own time;
+            # one that came due while the items were handled is taken at the next turn, at once)
+            if self._ticks.due(self._now):
                 out.append(ev.RoundTick(self._now))
             if self._kick:            # a (re)started server decides at once, events or not
                 self._kick = False
