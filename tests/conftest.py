@@ -36,14 +36,17 @@ LAST = ("test_killed_node_job_resumes_elsewhere",)
 # The tests that start Ray, in two xdist scopes (tests/conftest.py's scheduler; `make test` runs
 # two workers): "ray", the tests of the runtime's shared cluster and server, one after another in
 # one worker; and "ray-own", the tests that start a Ray of their own (the fidelity check's cluster,
-# the sweep's local Ray, the GPU-sharing scenario's process, `dlsched up`'s embedded cluster), one
-# after another in the other. So
+# the sweep's local Ray, the GPU-sharing scenario's process, `dlsched up`'s embedded cluster, the
+# chaos run's 3 nodes), one after another in the other. (The chaos run sat in "ray": a third
+# cluster beside the shared one and another's, and `dlsched up`'s cluster once failed to start
+# under that load.) So
 # at most two Ray clusters run at once, never two in one process (Ray keeps per-process driver
 # state; see test_gpu_sharing.py). Every other test is a scope of its own, spread over both.
 # (xdist's `xdist_group` mark would do this, but not under pytest 9.2, whose node ids xdist 3.8
 # can no longer rename.)
 RAY_OWN = ("tests/integration/test_runtime_fidelity.py", "tests/integration/test_sweep_plan.py",
-           "tests/runtime/test_gpu_sharing.py", "tests/runtime/test_up_down.py", "tests/runtime/test_ray_exposure.py")
+           "tests/runtime/test_gpu_sharing.py", "tests/runtime/test_up_down.py", "tests/runtime/test_ray_exposure.py",
+           "tests/runtime/test_chaos.py")
 RAY_SHARED = ("tests/runtime/",)
 
 try:

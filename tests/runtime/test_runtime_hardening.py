@@ -95,6 +95,33 @@ def test_policy_error_holds_the_job_and_scheduling_goes_on(runtime, tmp_path):
         s.stop()
 
 
+def test_a_cold_start_does_not_hold_the_scheduler(runtime, tmp_path):
+    """No warm workers: every rank starts in a new process that imports torch, seconds late. The
+    scheduler thread does not wait for it: a command sent while a job's ranks are starting is
+    answered before they have started (it used to wait behind the whole start), and the job then
+    runs to its end."""
+    sd = tmp_path / "cold"
+    sd.mkdir()
+    s = ServerProc(runtime.cluster.address, sd, "fifo", "cold", warm=0, extra=["--cleanup-on-exit"]).start()
+    try:
+        a = s.submit(digits_spec(name="a", iterations=20, workers=2))
+        t0 = time.monotonic()
+        while s.get(f"/jobs/{a}")["attempts"] < 1:       # the start is issued
+            assert time.monotonic() - t0 < 30, s.log_tail()
+            time.sleep(0.02)
+        gpus = int(sum(n["gpus"] for n in s.get("/nodes") if n["up"]))
+        b = s.submit(digits_spec(name="b", workers=gpus, batch_size=8 * gpus))   # waits: "a" holds 2
+        r = s.post(f"/jobs/{b}/cancel")                 # through the scheduler thread's queue
+        assert r.status_code == 200 and r.json()["state"] == "cancelled", r.text
+        ja = s.get(f"/jobs/{a}")
+        assert ja["state"] != "running" and ja["start_time"] is None, ja     # still starting
+        s.wait_state(a, "done", timeout=180)
+        kinds = [e["kind"] for e in s.get(f"/jobs/{a}/events")]
+        assert kinds.count("started") == 1 and "start_failed" not in kinds, kinds
+    finally:
+        s.stop()
+
+
 def test_every_read_needs_the_token(runtime):
     s = runtime.server
     j = s.submit(digits_spec(name="secret", iterations=10, workers=1))

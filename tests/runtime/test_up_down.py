@@ -58,7 +58,9 @@ def test_up_down_lifecycle(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     port = _free_port()
     r = dl("up", "--nodes", "2", "--gpus-per-node", "1", "--port", str(port), "--warm-per-node", "0", env=env)
-    assert r.returncode == 0, r.stdout + r.stderr
+    logs = sd / "logs"
+    assert r.returncode == 0, r.stdout + r.stderr + "".join(
+        f"\n--- {p.name}:\n" + p.read_text(errors="replace")[-4000:] for p in sorted(logs.glob("*.log")))
     up = json.loads((sd / "up.json").read_text())
     try:
         procs = tree(up["keeper_pid"]) + tree(up["server_pid"])

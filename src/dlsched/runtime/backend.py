@@ -76,7 +76,7 @@ from dlsched.runtime.nodes import NODE_ID_LABEL, NodeInfo, NodeMonitor, cluster_
 from dlsched.runtime.pool import WARM_IMPORTS, WorkerPool
 from dlsched.runtime.progress import RUNTIME_CAPABILITIES, job_stats
 from dlsched.runtime.recovery import RecoveryMixin
-from dlsched.runtime.runs import SAVING, RunsMixin, _Run
+from dlsched.runtime.runs import SAVING, STARTING, RunsMixin, _Run
 from dlsched.runtime.shares import SharesMixin
 from dlsched.runtime.spec import RuntimeJobSpec
 from dlsched.runtime.stats import StepStats
@@ -101,7 +101,8 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
 
     def __init__(self, store, state_dir: str | Path, *, namespace: str = NAMESPACE,
                  warm_per_node: int | None = None,
-                 pg_timeout_s: float = 10.0, stop_timeout_s: float = 30.0, node_poll_s: float = 0.5,
+                 pg_timeout_s: float = 10.0, start_timeout_s: float = 120.0, stop_timeout_s: float = 30.0,
+                 node_poll_s: float = 0.5,
                  suspect_s: float = 20.0, max_failures: int = 3, stats_every_s: float = 0.5,
                  warm_imports: tuple[str, ...] = WARM_IMPORTS):
         import ray
@@ -112,6 +113,7 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
         self.ckpt_root = self.state_dir / "checkpoints"
         self.ckpt_root.mkdir(parents=True, exist_ok=True)
         self.pg_timeout_s, self.stop_timeout_s = pg_timeout_s, stop_timeout_s
+        self.start_timeout_s = start_timeout_s
         self.node_poll_s, self.suspect_s, self.max_failures = node_poll_s, suspect_s, max_failures
         self.stats_every_s = stats_every_s
         self.warm_imports = tuple(warm_imports)
@@ -281,7 +283,9 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
                 self._kick = False
                 out.append(ev.RoundTick(self._now))
             if time.monotonic() - self.stats.last >= self.stats_every_s:
-                self.stats.collect(self.runs)
+                self._late_starts()
+                # (a run still starting is left out: its rank 0 may still hold the last run's records)
+                self.stats.collect({j: r for j, r in self.runs.items() if not r.pending})
                 self.workers.refill()
             if out:
                 self._batch_t0 = min(t0s) if t0s else time.perf_counter()
@@ -311,17 +315,14 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
                     held[tp.task] = tp
                 if len(held) == len(tasks):          # and start the gang once it is whole
                     del self.partial[d.job_id]
-                    self._start_run(d.job_id, tuple(held.values()), tasks, taken=True)
-                    if isinstance(d, Resume):
-                        self._switched("resume", t0)
+                    self._start_run(d.job_id, tuple(held.values()), tasks, taken=True,
+                                    switch=("resume", t0) if isinstance(d, Resume) else None)
             elif isinstance(d, Migrate):
                 self._stop_run(d.job_id, "migrating")
-                self._start_run(d.job_id, d.placements, self._tasks_of(d.job_id))
-                self._switched("migrate", t0)
+                self._start_run(d.job_id, d.placements, self._tasks_of(d.job_id), switch=("migrate", t0))
             elif isinstance(d, Resize):
                 self._stop_run(d.job_id, "resizing")
-                self._start_run(d.job_id, d.placements, d.tasks)
-                self._switched("resize", t0)
+                self._start_run(d.job_id, d.placements, d.tasks, switch=("resize", t0))
             else:  # pragma: no cover
                 raise TypeError(f"unknown decision {d!r}")
 
@@ -382,6 +383,9 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
         if kind == "saving":                          # a run's last step is done (runs.py)
             self._preschedule(*arg)
             return
+        if kind == "start_done":                      # a rank's start answered (runs.py)
+            self._on_start_done(*arg)
+            return
         if kind == "stopped":                         # a launch that failed (see _fail_start)
             out.append(ev.JobStopped(self._now, *arg))
             return
@@ -418,5 +422,7 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
                     continue
                 if info[2] == SAVING:
                     self.q.put(("saving", info[:2], None, time.perf_counter()))
+                elif info[2] == STARTING:
+                    self.q.put(("start_done", (*info[:2], ref), None, time.perf_counter()))
                 else:
                     self.q.put(("rank_done", (*info, ref), None, time.perf_counter()))

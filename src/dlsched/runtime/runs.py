@@ -10,7 +10,12 @@ must never queue a group itself: its queue would compete with the policy). The r
 the new run's GPUs shrink to their new share first; when a run ends (finish, stop, failure), those
 left on its GPUs grow back. The ranks see the policy's GPU ids in CUDA_VISIBLE_DEVICES. Each rank
 runs in a warm RankWorker on that node, rank 0 gives the rendezvous address, and the program
-restores from the job's latest checkpoint. A run
+restores from the job's latest checkpoint. The ranks' starts are issued, not waited for: the
+waiter reports each answer (`_on_start_done`), the last confirms the run (`_confirm_start`: the
+rank watches, the allocation, the "started" event), and a failed start or none within
+`start_timeout_s` requeues the job; a stop asked of a run still starting waits for its starts
+first (`_finish_starting`). So a cold worker (a new process importing torch, seconds on a loaded
+machine) never holds the scheduler thread, its rounds or its commands. A run
 id (`<job>.<attempt>`) names each start: a job is never started twice, and a late answer of an
 old run is recognised and dropped.
 
@@ -59,6 +64,7 @@ from dlsched.scheduler import events as ev
 log = logging.getLogger("dlsched.runtime")
 
 SAVING = -1          # the rank field of a `_waits` entry that watches a run's saving phase
+STARTING = -2        # the rank field of a `_waits` entry that watches a rank's start
 PRELOAD_LEAD_S = 5.0  # pre-scheduling starts this long (by the job's step time) before the save
 
 
@@ -73,12 +79,22 @@ class _Run:
     amounts: list | None = None                  # the bundles its group holds (shares.py)
     results: dict[int, dict] = field(default_factory=dict)
     started: float = 0.0
+    # a run starting: its ranks' start calls in flight, how many have not answered, by when they
+    # must (monotonic), the switch it carries out (kind, t0) and when its group was asked, ready
+    starts: list = field(default_factory=list)
+    pending: int = 0
+    start_deadline: float = 0.0
+    switch: tuple | None = None
+    t_pg: float = 0.0
+    t_ready: float = 0.0
 
 
 class RunsMixin:
     # -- runs --------------------------------------------------------------------------------
-    def _start_run(self, job_id: str, placements, tasks: tuple[TaskSpec, ...], *, taken: bool = False) -> None:
-        ray = self.ray
+    def _start_run(self, job_id: str, placements, tasks: tuple[TaskSpec, ...], *, taken: bool = False,
+                   switch: tuple[str, float] | None = None) -> None:
+        """Start a run of `job_id` on `placements`; `switch`: (kind, perf_counter at its start) of
+        the resume, migration or resize it carries out, timed once its ranks have started."""
         spec = self.specs[job_id]
         pls = sorted(placements, key=lambda tp: tp.task)
         if not taken:
@@ -105,36 +121,83 @@ class RunsMixin:
         for tp in pls:
             run.workers.append(self.workers.take(tp.node, program_key(spec.entry, spec.args)))
         hs = [self.handles[w] for w in run.workers]
-        try:
-            addr, port = ray.get(hs[0].address.remote(), timeout=60)
-            worker_ranks = [tp.task for tp in pls if tasks[tp.task].role is Role.WORKER]
-            ps_ranks = [tp.task for tp in pls if tasks[tp.task].role is Role.PS]
-            ckpt = str(self.ckpt_root / job_id)
-            starts = []
-            for tp, h in zip(pls, hs):
-                starts.append(h.start.remote({
-                    "job_id": job_id, "run_id": run_id, "rank": tp.task, "world_size": len(pls),
-                    "worker_ranks": worker_ranks, "ps_ranks": ps_ranks, "master_addr": addr,
-                    "master_port": port, "ckpt_dir": ckpt, "args": spec.args, "batch_size": spec.batch_size,
-                    "iterations": spec.iterations, "epochs": spec.epochs,
-                    "checkpoint_every": spec.checkpoint_every, "gpus": float(tasks[tp.task].demand[GPU]),
-                    "entry": spec.entry, "log_path": str(rank_log(self.state_dir, job_id, tp.task)),
-                    "lead_s": PRELOAD_LEAD_S if self.prescheduling else 0.0,
-                    # the policy's GPU ids (the same for every job packed on them); none: no GPU
-                    # (a worker that ran a GPU rank before must not keep that rank's GPUs)
-                    "env": {"CUDA_VISIBLE_DEVICES": ",".join(map(str, tp.gpu_ids))}}))
-            t_addr = time.perf_counter()
-            ray.get(starts, timeout=60)
-            log.info("job %s: %s: placement group %.3f s, rank 0 address %.3f s, ranks started %.3f s",
-                     job_id, run_id, t_ready - t_pg, t_addr - t_ready, time.perf_counter() - t_addr)
-        except Exception as e:
-            self._fail_start(run, f"ranks did not start: {type(e).__name__}: {e}")
-            return
+        # Issued, not waited for: a cold worker (a new process importing torch) answers its first
+        # call seconds later, and the scheduler thread must not wait for it (rounds, commands and
+        # other starts go on meanwhile). Rank 0's address is an argument of every start, so Ray
+        # runs the starts once it is known; each start's answer comes back through the waiter
+        # (`_on_start_done`) and the last one confirms the run (`_confirm_start`), or a failed
+        # one or `start_timeout_s` ends it as a failed start.
+        addr = hs[0].address.remote()
+        worker_ranks = [tp.task for tp in pls if tasks[tp.task].role is Role.WORKER]
+        ps_ranks = [tp.task for tp in pls if tasks[tp.task].role is Role.PS]
+        ckpt = str(self.ckpt_root / job_id)
+        run.starts = []
+        for tp, h in zip(pls, hs):
+            run.starts.append(h.start.remote({
+                "job_id": job_id, "run_id": run_id, "rank": tp.task, "world_size": len(pls),
+                "worker_ranks": worker_ranks, "ps_ranks": ps_ranks,
+                "ckpt_dir": ckpt, "args": spec.args, "batch_size": spec.batch_size,
+                "iterations": spec.iterations, "epochs": spec.epochs,
+                "checkpoint_every": spec.checkpoint_every, "gpus": float(tasks[tp.task].demand[GPU]),
+                "entry": spec.entry, "log_path": str(rank_log(self.state_dir, job_id, tp.task)),
+                "lead_s": PRELOAD_LEAD_S if self.prescheduling else 0.0,
+                # the policy's GPU ids (the same for every job packed on them); none: no GPU
+                # (a worker that ran a GPU rank before must not keep that rank's GPUs)
+                "env": {"CUDA_VISIBLE_DEVICES": ",".join(map(str, tp.gpu_ids))}}, addr))
+        run.pending = len(run.starts)
+        run.switch = switch
+        run.start_deadline = time.monotonic() + self.start_timeout_s
+        run.t_ready, run.t_pg = t_ready, t_pg
         with self._wlock:
+            for ref in run.starts:
+                self._waits[ref] = (job_id, run_id, STARTING)
+
+    def _on_start_done(self, job_id: str, run_id: str, ref) -> None:
+        """One rank's start answered (the waiter saw its ref ready)."""
+        run = self.runs.get(job_id)
+        if run is None or run.run_id != run_id or not run.pending:
+            return                                    # stopped, failed or confirmed meanwhile
+        try:
+            self.ray.get(ref)
+        except Exception as e:
+            self._fail_start(run, f"ranks did not start: {type(e).__name__}: {str(e)[:500]}")
+            return
+        run.pending -= 1
+        if not run.pending:
+            self._confirm_start(run)
+
+    def _late_starts(self) -> None:
+        """Runs whose ranks did not all start within `start_timeout_s`: failed starts."""
+        now = time.monotonic()
+        for run in [r for r in self.runs.values() if r.pending and r.start_deadline <= now]:
+            self._fail_start(run, f"ranks did not start in {self.start_timeout_s:g} s")
+
+    def _finish_starting(self, run: _Run) -> bool:
+        """Wait for a run still starting (a stop asked of it meanwhile); False if it failed."""
+        if not run.pending:
+            return True
+        try:
+            self.ray.get(run.starts, timeout=max(1.0, run.start_deadline - time.monotonic()))
+        except Exception:
+            return False
+        run.pending = 0
+        self._confirm_start(run)
+        return True
+
+    def _confirm_start(self, run: _Run) -> None:
+        """Every rank of `run` started: watch them, record the allocation and the start."""
+        job_id, run_id, pls, tasks = run.job_id, run.run_id, run.placements, run.tasks
+        hs = [self.handles[w] for w in run.workers]
+        log.info("job %s: %s: placement group %.3f s, ranks started %.3f s", job_id, run_id,
+                 run.t_ready - run.t_pg, time.perf_counter() - run.t_ready)
+        with self._wlock:
+            for ref in run.starts:
+                self._waits.pop(ref, None)
             for tp, h in zip(pls, hs):
                 self._waits[h.wait.remote(run_id)] = (job_id, run_id, tp.task)
             if self.prescheduling:
                 self._waits[hs[0].until_saving.remote(run_id)] = (job_id, run_id, SAVING)
+        run.starts = []
         self.store.set_allocation(job_id, [
             {"rank": tp.task, "node": self.nodes[tp.node].name, "gpu_ids": tp.gpu_ids, "worker": w,
              "run_id": run_id} for tp, w in zip(pls, run.workers)])
@@ -143,6 +206,8 @@ class RunsMixin:
                               workers=sum(1 for t in tasks if t.role is Role.WORKER))
         self.store.event(job_id, "started", f"{run_id} on " + ", ".join(
             f"{tp.task}@{self.nodes[tp.node].name}" for tp in pls))
+        if run.switch is not None:
+            self._switched(*run.switch)
 
     def _preschedule(self, job_id: str, run_id: str) -> None:
         """`run_id` entered its saving phase: load the next waiting jobs (the policy's order, as
@@ -237,6 +302,8 @@ class RunsMixin:
             return
         ray = self.ray
         t0 = time.time()
+        if not self._finish_starting(run):    # (stopped while its ranks were starting)
+            kill = True
         hs = [self.handles.get(w) for w in run.workers]
         reusable = {}
         if not kill and all(h is not None for h in hs):

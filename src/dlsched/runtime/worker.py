@@ -85,10 +85,14 @@ class RankWorker:
             s.bind(("", 0))
             return ip, s.getsockname()[1]
 
-    def start(self, payload: dict) -> str:
+    def start(self, payload: dict, address: tuple[str, int] | None = None) -> str:
+        """Run a rank of `payload` in a thread; returns at once. `address`: rank 0's rendezvous
+        address and port (the server passes rank 0's `address()` call, which Ray resolves first)."""
         from dlsched.runtime.sdk import JobContext
         if not self.done.is_set():
             raise RuntimeError(f"worker busy with {self.run_id}")
+        if address is not None:
+            payload = {**payload, "master_addr": address[0], "master_port": address[1]}
         fields = {k: v for k, v in payload.items() if k not in ("entry", "env", "log_path")}
         for k, v in (payload.get("env") or {}).items():
             os.environ[k] = v
