@@ -80,13 +80,11 @@ class _Run:
     results: dict[int, dict] = field(default_factory=dict)
     started: float = 0.0
     # a run starting: its ranks' start calls in flight, how many have not answered, by when they
-    # must (monotonic), the switch it carries out (kind, t0) and when its group was asked, ready
+    # must (monotonic) and the switch it carries out (kind, t0)
     starts: list = field(default_factory=list)
     pending: int = 0
     start_deadline: float = 0.0
     switch: tuple | None = None
-    t_pg: float = 0.0
-    t_ready: float = 0.0
 
 
 class RunsMixin:
@@ -117,7 +115,7 @@ class RunsMixin:
         if not self._reserve(run):
             self._fail_start(run, f"placement group not ready in {self.pg_timeout_s:g} s")
             return
-        t_ready = time.perf_counter()
+        log.info("job %s: %s: placement group %.3f s", job_id, run_id, time.perf_counter() - t_pg)
         for tp in pls:
             run.workers.append(self.workers.take(tp.node, program_key(spec.entry, spec.args)))
         hs = [self.handles[w] for w in run.workers]
@@ -147,7 +145,6 @@ class RunsMixin:
         run.pending = len(run.starts)
         run.switch = switch
         run.start_deadline = time.monotonic() + self.start_timeout_s
-        run.t_ready, run.t_pg = t_ready, t_pg
         with self._wlock:
             for ref in run.starts:
                 self._waits[ref] = (job_id, run_id, STARTING)
@@ -188,8 +185,8 @@ class RunsMixin:
         """Every rank of `run` started: watch them, record the allocation and the start."""
         job_id, run_id, pls, tasks = run.job_id, run.run_id, run.placements, run.tasks
         hs = [self.handles[w] for w in run.workers]
-        log.info("job %s: %s: placement group %.3f s, ranks started %.3f s", job_id, run_id,
-                 run.t_ready - run.t_pg, time.perf_counter() - run.t_ready)
+        log.info("job %s: %s: ranks started %.3f s after the run was made", job_id, run_id,
+                 time.time() - run.started)
         with self._wlock:
             for ref in run.starts:
                 self._waits.pop(ref, None)
