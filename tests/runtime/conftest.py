@@ -196,3 +196,18 @@ def ps_spec(**over) -> dict:
             "checkpoint_every": 20}
     spec.update(over)
     return spec
+
+
+def resized_runs(s: ServerProc, job_id: str) -> list[tuple[float, float, int]]:
+    """(start, stop, steps recorded in between) of every run of the job that was stopped for a
+    resize, from its events and its step records (wall-clock times both)."""
+    out, start = [], None
+    times = [r["time"] for r in s.get(f"/jobs/{job_id}/stats")]
+    for e in s.get(f"/jobs/{job_id}/events"):
+        if e["kind"] in ("started", "reattached"):
+            start = e["time"]
+        elif e["kind"] == "stopped" and start is not None:
+            if e["detail"].startswith("resizing"):
+                out.append((start, e["time"], sum(start <= t <= e["time"] for t in times)))
+            start = None
+    return out

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import EXAMPLES, GPUS
+from conftest import EXAMPLES, GPUS, resized_runs
 
 
 def timed(name: str, workers: int, iterations: int, **over) -> dict:
@@ -215,3 +215,22 @@ def test_liquid_prescheduling_loads_the_next_job_while_the_first_saves(rt, tmp_p
     # and the wait it saves is not spent elsewhere (a cold worker, a second build): with it the
     # launch is no slower than without, within what two runs on a loaded machine vary by
     assert gaps[True] < gaps[False] + 0.5, gaps
+
+
+def test_optimus_resizes_a_real_job_only_once_it_has_shown_its_speed(rt):
+    # Optimus gives a lone job most of the cluster; three later jobs each need their minimum, so
+    # it must shrink the first once it has measured its speed, and resize no run that has not
+    # stepped (settle)
+    s = fresh(rt, "optimus", ["--round-s", "2"])
+    total = gpus_up(s)
+    a = s.submit(timed("opt-a", 2, 200))
+    j = s.wait(a, lambda j: j["state"] == "running" and j["step"] >= 5, 120, "5 steps")
+    assert j["workers"] > total - 3, j["workers"]                   # it has GPUs to give back
+    others = [s.submit(timed(f"opt-{k}", 2, 20)) for k in "bcd"]
+    for jid, steps in [(jid, 20) for jid in others] + [(a, 200)]:
+        assert s.wait_state(jid, "done", 150)["progress"]["step"] == steps
+    assert "resize" in _kinds(s.get("/log"), a)
+    shrunk = resized_runs(s, a)
+    assert shrunk and all(n > 0 for _, _, n in shrunk), shrunk
+    for jid in others:
+        assert all(n > 0 for _, _, n in resized_runs(s, jid)), (jid, resized_runs(s, jid))

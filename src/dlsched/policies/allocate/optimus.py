@@ -16,6 +16,13 @@ re-allocated from scratch:
                                                              the cluster (max_r demand_r / cap_r)
        (x early_factor for a job in its early state: fewer than min_samples speed samples),
        until every gain <= 0 or nothing more fits. A job is capped at max_workers workers.
+       Settle (`settle`, on by default): a running job that has not yet shown its speed with
+       the tasks it holds (no rate measured at its current (w, p)) keeps them, as a rigid job
+       keeps its request. Without it a job resized or started just before a round is resized
+       again on a guess before it has run a step: on the runtime, where a restart takes seconds
+       to minutes, a ps job was restarted 4 times in a row and never stepped. Pollux's Optimus
+       has no such rule; in the simulator a job shows its rate as soon as its restart delay is
+       over, so with rounds further apart than that it changes nothing.
     3. placement (the placer `optimus_place`, dlsched.policies.actions.optimus, carries the
        allocation out): jobs whose (w, p) did not change keep their placements; a running job
        given 0 is suspended; the others are placed in ascending order of task count. A change of
@@ -237,7 +244,7 @@ class OptimusAllocate(Allocate):
     incremental = True
 
     def __init__(self, speed: str = "oracle", remaining: str = "oracle", early_factor: float = 0.95,
-                 min_samples: int = 3, max_workers: int = 0) -> None:
+                 min_samples: int = 3, max_workers: int = 0, settle: bool = True) -> None:
         if speed not in SPEEDS:
             raise ValueError(f"speed must be one of {', '.join(SPEEDS)}, got {speed!r}")
         if remaining not in REMAININGS:
@@ -253,6 +260,7 @@ class OptimusAllocate(Allocate):
         self.early_factor = float(early_factor)
         self.min_samples = int(min_samples)
         self.max_workers = int(max_workers)
+        self.settle = bool(settle)
         self._cluster = None
         self._model = None           # SpeedModel of the cluster (oracle iteration times)
         self._iter: dict[tuple[str, int, int], float] = {}
@@ -796,8 +804,18 @@ class OptimusAllocate(Allocate):
         oracle = self.speed == "oracle"
         cache = self._iter
         entries = []
+        held = {r.job_id for r in running} if self.settle else ()
         for rec in active:
             wv, pv, wd, pd, dw, dp, cap_w, rigid = self._info(rec, cluster, inv)
+            if rec.job_id in held and not rigid and shape(rec.tasks) not in self._samples.get(rec.job_id, ()):
+                # settle: a running job that has not yet shown its speed with the tasks it holds
+                # keeps them (a resize before then restarts it for a guess, and again next round)
+                need = [0.0] * len(left)
+                for t in rec.tasks:
+                    for r in range(len(left)):
+                        need[r] += t.demand[r]
+                entries.append(AllocJob(rec.job_id, wv, pv, 0, 0.0, 0.0, None, need, shape(rec.tasks)))
+                continue
             if rigid:                        # request or nothing: one entry for good
                 entry = self._rigid.get(rec.job_id)
                 if entry is None:
