@@ -91,10 +91,10 @@ class ServerProc:
                 "--namespace", self.namespace, "--warm-per-node", str(self.warm), *self.extra]
 
     def log_tail(self, n: int = 4000) -> str:
-        out = ""
-        for p in self.state_dir.glob("server-*.log"):
-            out += p.read_text(errors="replace")[-n:]
-        return out
+        """The last n characters of this server's own log (servers restarted on one store
+        share its folder; each writes its own file)."""
+        p = self.state_dir / f"server-{self.port}.log"
+        return p.read_text(errors="replace")[-n:] if p.exists() else ""
 
     def get(self, path: str, **kw):
         r = httpx.get(self.url + path, timeout=60, headers={"Authorization": f"Bearer {self.token}"}, **kw)
