@@ -36,9 +36,9 @@ def job(job_id, t, iterations, workers=1, **kw):
                              model="resnet50", batch_size=64, **kw))
 
 
-def first_round(jobs):
-    """(the TableOptimus allocator, the plan) of the first round over `jobs` on ONE."""
-    opt = TableOptimus()
+def ready(opt, jobs):
+    """(profile, scheduler, backend) on ONE with `opt` as the allocator, the jobs of time 0
+    arrived, before the first round."""
     profile = build_profile("optimus")
     profile.allocator = opt
     sched = Scheduler(profile)
@@ -46,7 +46,24 @@ def first_round(jobs):
     for e in backend.poll():
         sched.handle(e, backend)
     sched._stats = backend.job_stats
+    return profile, sched, backend
+
+
+def first_round(jobs):
+    """(the TableOptimus allocator, the plan) of the first round over `jobs` on ONE."""
+    opt = TableOptimus()
+    _, sched, backend = ready(opt, jobs)
     return opt, sched.round(backend.snapshot())
+
+
+def applied_first_round(opt, jobs):
+    """ready(), then the first round's plan applied."""
+    profile, sched, backend = ready(opt, jobs)
+    plan = sched.round(backend.snapshot())
+    sched.commit_round()
+    backend.apply(plan)
+    sched._after_apply(plan, backend.now())
+    return profile, sched, backend
 
 
 def test_marginal_gain_allocation_worked_by_hand():
@@ -138,18 +155,7 @@ def test_the_allocation_is_published_read_only_and_names_running_jobs():
     # After the first round's plan is applied, A and B run; the next round's allocation names
     # both (running jobs included), as their current task tuples when (w, p) stays.
     import types as _t
-    opt = TableOptimus()
-    profile = build_profile("optimus")
-    profile.allocator = opt
-    sched = Scheduler(profile)
-    backend = SimBackend(cluster_from_dict(ONE), [job("A", 0, 100), job("B", 0, 1000)])
-    for e in backend.poll():
-        sched.handle(e, backend)
-    sched._stats = backend.job_stats
-    plan = sched.round(backend.snapshot())
-    sched.commit_round()
-    backend.apply(plan)
-    sched._after_apply(plan, backend.now())
+    profile, sched, backend = applied_first_round(TableOptimus(), [job("A", 0, 100), job("B", 0, 1000)])
     seen = {}
     orig = profile.placers[0].place
 
@@ -176,17 +182,7 @@ def test_a_running_job_keeps_its_tasks_until_it_has_shown_its_speed_with_them(se
         def _observe(self, ctx):
             pass
     opt = Blind(settle=settle)
-    profile = build_profile("optimus")
-    profile.allocator = opt
-    sched = Scheduler(profile)
-    backend = SimBackend(cluster_from_dict(ONE), [job("A", 0, 100), job("B", 0, 1000), job("C", 1.0, 100)])
-    for e in backend.poll():
-        sched.handle(e, backend)
-    sched._stats = backend.job_stats
-    plan = sched.round(backend.snapshot())
-    sched.commit_round()
-    backend.apply(plan)
-    sched._after_apply(plan, backend.now())
+    _, sched, backend = applied_first_round(opt, [job("A", 0, 100), job("B", 0, 1000), job("C", 1.0, 100)])
     while "C" not in sched.jobs:
         for e in backend.poll():
             sched.handle(e, backend)

@@ -489,24 +489,27 @@ class OptimusAllocate(Allocate):
         self._inv_kept = (key, inv)
         return inv
 
+    def _need(self, tasks, nres: int) -> list:
+        """The summed demand of a task list, task by task (kept per list; read only: greedy
+        passes copy what is left)."""
+        hit = self._need_by_tasks.get(id(tasks))
+        if hit is not None and hit[0] is tasks:
+            return hit[1]
+        need = [0.0] * nres
+        for t in tasks:
+            for r in range(nres):
+                need[r] += t.demand[r]
+        if len(self._need_by_tasks) > 10_000:
+            self._need_by_tasks.clear()
+        self._need_by_tasks[id(tasks)] = (tasks, need)
+        return need
+
     def _rigid_entry(self, rec, info) -> AllocJob:
         entry = self._rigid.get(rec.job_id)
         if entry is None:
             tasks = rec.spec.tasks
-            hit = self._need_by_tasks.get(id(tasks))
-            if hit is not None and hit[0] is tasks:
-                need = hit[1]                 # (read only: greedy passes copy what is left)
-            else:
-                nres = len(info[0])
-                need = [0.0] * nres
-                for t in tasks:
-                    for r in range(nres):
-                        need[r] += t.demand[r]
-                if len(self._need_by_tasks) > 10_000:
-                    self._need_by_tasks.clear()
-                self._need_by_tasks[id(tasks)] = (tasks, need)
-            entry = self._rigid[rec.job_id] = AllocJob(rec.job_id, info[0], info[1], 0, 0.0, 0.0, None, need,
-                                                       shape(tasks))
+            entry = self._rigid[rec.job_id] = AllocJob(rec.job_id, info[0], info[1], 0, 0.0, 0.0, None,
+                                                       self._need(tasks, len(info[0])), shape(tasks))
         return entry
 
     def _build_kept(self, ctx, jobs) -> None:
@@ -807,25 +810,17 @@ class OptimusAllocate(Allocate):
         held = {r.job_id for r in running} if self.settle else ()
         for rec in active:
             wv, pv, wd, pd, dw, dp, cap_w, rigid = self._info(rec, cluster, inv)
-            if rec.job_id in held and not rigid and shape(rec.tasks) not in self._samples.get(rec.job_id, ()):
-                # settle: a running job that has not yet shown its speed with the tasks it holds
-                # keeps them (a resize before then restarts it for a guess, and again next round)
-                need = [0.0] * len(left)
-                for t in rec.tasks:
-                    for r in range(len(left)):
-                        need[r] += t.demand[r]
-                entries.append(AllocJob(rec.job_id, wv, pv, 0, 0.0, 0.0, None, need, shape(rec.tasks)))
-                continue
+            if rec.job_id in held and not rigid:
+                wp = shape(rec.tasks)
+                if wp not in self._samples.get(rec.job_id, ()):
+                    # settle: a running job that has not yet shown its speed with the tasks it
+                    # holds keeps them (a resize before then restarts it for a guess, and again
+                    # next round)
+                    entries.append(AllocJob(rec.job_id, wv, pv, 0, 0.0, 0.0, None,
+                                            self._need(rec.tasks, len(left)), wp))
+                    continue
             if rigid:                        # request or nothing: one entry for good
-                entry = self._rigid.get(rec.job_id)
-                if entry is None:
-                    need = [0.0] * len(left)
-                    for t in rec.spec.tasks:
-                        for r in range(len(left)):
-                            need[r] += t.demand[r]
-                    entry = self._rigid[rec.job_id] = AllocJob(rec.job_id, wv, pv, 0, 0.0, 0.0, None, need,
-                                                               shape(rec.spec.tasks))
-                entries.append(entry)
+                entries.append(self._rigid_entry(rec, (wv, pv)))
                 continue
             q = self.remaining_iters(rec, ctx)
             factor = self.early_factor if self.early(rec) else 1.0
