@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser demo test property bench bench-runtime soak clean
+.PHONY: install browser promtool demo test property bench bench-runtime soak clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -30,10 +30,22 @@ browser:
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -qq && apt-get install -y -qq chromium' \
 	  || echo "warning: chromium not installed (needs apt-get and root or sudo)" >&2; }
 
+# Prometheus's linter for tests/runtime/test_metrics.py (`promtool check metrics` on the real
+# /metrics page): Debian's `prometheus` ships /usr/bin/promtool (without its recommended
+# node exporter); installed with apt where missing, as root or via non-interactive sudo, as
+# `browser` does. Where neither works, only a warning: the test then skips locally and fails in
+# CI (CI=true).
+promtool:
+	@command -v promtool >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo -n"; fi; \
+	  command -v apt-get >/dev/null && { [ -z "$$SUDO" ] || command -v sudo >/dev/null; } && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus' \
+	  || echo "warning: promtool not installed (needs apt-get and root or sudo)" >&2; }
+
 # two xdist workers: the runtime's tests on its shared Ray cluster run in one of them, one after
 # another; the tests that start a Ray of their own in the other (tests/conftest.py); the rest are
 # spread over both
-test: $(STAMP) browser
+test: $(STAMP) browser promtool
 	$(BIN)/python -m pytest tests -n 2 --durations=15
 
 # the Hypothesis properties at 10,000 examples each (make test runs 500)

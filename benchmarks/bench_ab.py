@@ -2,10 +2,11 @@
 turn: how much faster a change is where the machine's own speed varies from day to day.
 
     python benchmarks/bench_ab.py --ref REF [--policy fifo] [--workload philly] [--cluster philly]
-                                  [--runs 3] [--results]
+                                  [--runs 3] [--results] [--repo DIR]
 
-REF is a git commit (or branch, or tag) of this repository; it is checked out into a temporary
-git worktree and imported from there (PYTHONPATH), while "this tree" imports ./src. Each run is
+REF is a git commit (or branch, or tag) of this repository (or of the clone `--repo` names); it is
+checked out into a temporary git worktree of that repository and imported from there
+(PYTHONPATH), while "this tree" imports ./src. Each run is
 a fresh process (bench_sim.py's child: load the workload, then `dlsched.simulate` without rate
 records), so imports and start-up count in the process wall time. The two versions' mean JCTs
 are printed too: a speed-up that changed the result is not one. `--results` writes the table
@@ -47,24 +48,30 @@ def main() -> None:
     ap.add_argument("--cluster", default="philly")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--results", action="store_true", help="write the table into benchmarks/RESULTS.md")
+    ap.add_argument("--repo", type=Path, default=ROOT,
+                    help="the git repository REF is taken from, and its temporary worktree added to (default: "
+                         "this one; a clone keeps this one's .git untouched, as the smoke test does)")
     a = ap.parse_args()
     if a.runs < 1:
         print("error: --runs: give 1 or more", file=sys.stderr)
         sys.exit(2)
-    rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "--verify", f"{a.ref}^{{commit}}"],
+    repo = str(a.repo)
+    rev = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "--verify", f"{a.ref}^{{commit}}"],
                          capture_output=True, text=True)
     if rev.returncode != 0:
-        print(f"error: --ref {a.ref!r}: not a commit of this repository", file=sys.stderr)
+        print(f"error: --ref {a.ref!r}: not a commit of {'this repository' if a.repo == ROOT else repo}",
+              file=sys.stderr)
         sys.exit(2)
     short = rev.stdout.strip()
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "src"],
+    # --no-optional-locks: a status must not write the index (another git command may hold it)
+    dirty = bool(subprocess.run(["git", "--no-optional-locks", "-C", str(ROOT), "status", "--porcelain", "src"],
                                 capture_output=True, text=True).stdout.strip())
     here = f"{head}{' + changes' if dirty else ''}"
     with tempfile.TemporaryDirectory(prefix="dlsched-ab-") as tmp:
         wt = Path(tmp) / "ref"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(wt), short], check=True)
+        subprocess.run(["git", "-C", repo, "worktree", "add", "--detach", "-q", str(wt), short], check=True)
         try:
             runs: dict[str, list[dict]] = {"ref": [], "this": []}
             for i in range(a.runs):
@@ -74,7 +81,7 @@ def main() -> None:
                     print(f"run {i + 1} {short if key == 'ref' else here}: simulate {d['sim_s']:.2f} s, "
                           f"process wall {d['wall_s']:.2f} s, mean JCT {d['mean_jct_s']:,.1f} s", flush=True)
         finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(wt)], check=False)
+            subprocess.run(["git", "-C", repo, "worktree", "remove", "--force", str(wt)], check=False)
     med = {k: {m: statistics.median(d[m] for d in v) for m in ("sim_s", "wall_s")} for k, v in runs.items()}
     jct = {k: v[0]["mean_jct_s"] for k, v in runs.items()}
     same = jct["ref"] == jct["this"]

@@ -19,7 +19,11 @@ Definitions (seconds, wall clock):
 - Optimus refit: the wall time of an Optimus round (refit of the speed and convergence models
   from what was measured, then the marginal-gain allocation).
 
-    python benchmarks/bench_mechanisms.py [--results]
+    python benchmarks/bench_mechanisms.py [--runs figure9,packing,optimus] [--optimus-jobs 6]
+                                          [--iterations 300] [--results]
+
+`--runs` picks some of the three runs; `--optimus-jobs` and `--iterations` size the Optimus run
+(the smoke test runs `--runs optimus --optimus-jobs 1 --iterations 20`).
 
 Not in CI (about 5 minutes); `--results` writes the block `mechanisms` of benchmarks/RESULTS.md.
 """
@@ -82,21 +86,27 @@ def _held_before(log: list[dict], i: int, jid: str) -> set:
     return set()
 
 
-def optimus_workload() -> list[tuple[float, dict]]:
+def optimus_workload(jobs: int = 6, iterations: int = 300) -> list[tuple[float, dict]]:
     prog = str(ROOT / "examples" / "ps_synthetic.py")
     return [(3.0 * i, {"name": f"ps-{i}", "entry": prog, "args": {"lr": 0.05, "seed": i}, "workers": 2, "ps": 1,
-                       "gpus_per_worker": 1, "batch_size": 128, "iterations": 300, "checkpoint_every": 50})
-            for i in range(6)]
+                       "gpus_per_worker": 1, "batch_size": 128, "iterations": iterations,
+                       "checkpoint_every": min(50, max(1, iterations // 2))})
+            for i in range(jobs)]
 
 
-def run() -> dict:
+RUNS = ("figure9", "packing", "optimus")
+
+
+def run(which: tuple[str, ...] = RUNS, optimus_jobs: int = 6, iterations: int = 300) -> dict:
     from dlsched.experiments import seed001_figure9 as f9
     from dlsched.experiments.runtime_fidelity import run_real, warm_up
     from dlsched.runtime.cluster import LocalRay
-    runs = [("gandiva", f9.workload(), f9.CONFIG["gandiva"], f9.ROUND_S, 240.0),
-            ("gandiva", f9.pack_workload(), f9.PACK_CONFIG, f9.ROUND_S, f9.PACK_STOP_S),
-            ("optimus", optimus_workload(), {"round_s": 5.0}, 5.0, 240.0)]
-    total: dict[str, list[float]] = {}
+    runs = {"figure9": ("gandiva", f9.workload(), f9.CONFIG["gandiva"], f9.ROUND_S, 240.0),
+            "packing": ("gandiva", f9.pack_workload(), f9.PACK_CONFIG, f9.ROUND_S, f9.PACK_STOP_S),
+            "optimus": ("optimus", optimus_workload(optimus_jobs, iterations), {"round_s": 5.0}, 5.0, 240.0)}
+    runs = [runs[w] for w in which]
+    total: dict[str, list[float]] = {k: [] for k in ("time-slice switch", "pack", "migrate", "resize",
+                                                     "Optimus refit")}
     with LocalRay(f9.NODES, f9.GPUS_PER_NODE, gpu_type=f9.GPU_TYPE) as rc:     # 4 GPUs: overloaded
         warm_up(rc.address, namespace="mech", gpus=f9.NODES * f9.GPUS_PER_NODE)
         for policy, jobs, cfg, round_s, timeout in runs:
@@ -123,9 +133,17 @@ def table(total: dict[str, list[float]]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated, of {', '.join(RUNS)}")
+    ap.add_argument("--optimus-jobs", type=int, default=6, help="parameter-server jobs of the optimus run")
+    ap.add_argument("--iterations", type=int, default=300, help="iterations of each of them")
     ap.add_argument("--results", action="store_true", help="write the block into benchmarks/RESULTS.md")
     a = ap.parse_args()
-    total = run()
+    which = tuple(w for w in a.runs.split(",") if w)
+    if not which or any(w not in RUNS for w in which):
+        ap.error(f"--runs: give some of {', '.join(RUNS)}")
+    if a.optimus_jobs < 1 or a.iterations < 1:
+        ap.error("--optimus-jobs and --iterations: give 1 or more")
+    total = run(which, a.optimus_jobs, a.iterations)
     t = table(total)
     print(t)
     if a.results:
@@ -134,9 +152,12 @@ def main() -> None:
                 f"2 CPUs, Python {platform.python_version()}, Ray {ray.__version__}: an embedded cluster of 2 nodes "
                 "x 2 virtual GPUs, warm rank workers, examples/timed_steps.py (0.2 s steps) and "
                 "examples/ps_synthetic.py; Figure 9's and the packing workloads under gandiva, six PS jobs under "
-                "optimus with 5 s rounds. Definitions in the script's docstring.\n\n" + t + "\n\n"
+                "optimus with 5 s rounds. Definitions in the script's docstring."
+                + ("" if which == RUNS and (a.optimus_jobs, a.iterations) == (6, 300) else
+                   f" This time only: {', '.join(which)}; {a.optimus_jobs} PS job(s) of {a.iterations} iterations.")
+                + "\n\n" + t + "\n\n"
                 + NOTE)
-        update_results("mechanisms", body.split("\n"))
+        print(f"updated {update_results('mechanisms', body.split(chr(10)))}")
 
 
 if __name__ == "__main__":

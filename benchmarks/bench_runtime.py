@@ -3,7 +3,10 @@ launch, suspend, resume and migration of a 2-rank all-reduce job, cold (new rank
 and warm (the server's pool of rank workers), and the time from an event to the scheduling
 decision with 1,000 jobs queued. Writes its block into benchmarks/RESULTS.md.
 
-    python benchmarks/bench_runtime.py [--repeats 5] [--queued 1000]
+    python benchmarks/bench_runtime.py [--repeats 5] [--queued 1000] [--events 50] [--no-write]
+
+Every request carries the server's token: the server needs it on reads too (GET /nodes, /jobs,
+...), and answers 401 {"detail": ...} without it.
 
 Definitions (all wall-clock on this machine):
 - launch: job submitted (HTTP 201) -> its first training step done (the step's report time).
@@ -71,7 +74,9 @@ class Srv:
         self.c = httpx.Client(timeout=120)
 
     def get(self, path, **kw):
-        return self.c.get(self.url + path, **kw).json()
+        r = self.c.get(self.url + path, headers=self.h, **kw)     # reads need the token too
+        r.raise_for_status()
+        return r.json()
 
     def post(self, path, body=None):
         r = self.c.post(self.url + path, json=body, headers=self.h)
@@ -123,7 +128,7 @@ def ops(s: Srv, repeats: int, cold: bool) -> dict:
     t = time.time()
     job = s.post("/jobs", {"spec": spec()})["job_id"]
     out["launch"].append(s.first_step_after(job, t))
-    targets = [["n1"], ["n2"], ["n3"]] if cold else [["n1"], ["n0"]] * repeats
+    targets = [["n1"], ["n2"], ["n3"]][:max(1, min(3, repeats))] if cold else [["n1"], ["n0"]] * repeats
     for i in range(1 if cold else repeats):
         j = s.running_at(job, s.get(f"/jobs/{job}")["step"] + 20)
         t = time.perf_counter()
@@ -134,7 +139,7 @@ def ops(s: Srv, repeats: int, cold: bool) -> dict:
         t = time.time()
         s.post(f"/jobs/{job}/resume")
         out["resume"].append(s.first_step_after(job, t, step))
-    for nodes in targets[: (3 if cold else repeats)]:
+    for nodes in targets[: (len(targets) if cold else repeats)]:
         s.running_at(job, s.get(f"/jobs/{job}")["step"] + 20)
         t = time.time()
         r = s.post(f"/jobs/{job}/migrate", {"nodes": nodes})
@@ -144,7 +149,7 @@ def ops(s: Srv, repeats: int, cold: bool) -> dict:
     return out
 
 
-def decisions(s: Srv, queued: int) -> dict:
+def decisions(s: Srv, queued: int, events: int = 50) -> dict:
     blocker = s.post("/jobs", {"spec": spec(workers=4, gpus=2)})["job_id"]      # all 8 GPUs
     s.running_at(blocker, 1)
     small = spec(iterations=5, workers=2, delay_s=0)
@@ -152,7 +157,7 @@ def decisions(s: Srv, queued: int) -> dict:
         s.post("/jobs", {"spec": small})
     time.sleep(2)
     n0 = s.get("/metrics/scheduler")["decisions"]
-    for _ in range(50):                               # events with >= `queued` jobs waiting
+    for _ in range(events):                           # events with >= `queued` jobs waiting
         s.post("/jobs", {"spec": small})
         time.sleep(0.2)                               # one event per round
     s.post(f"/jobs/{blocker}/cancel")                 # a finish: the round launches jobs
@@ -179,7 +184,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--queued", type=int, default=1000)
+    ap.add_argument("--events", type=int, default=50, help="submissions timed with the queue full, per policy")
     ap.add_argument("--only-decision", action="store_true", help="print the decision table only (no RESULTS.md)")
+    ap.add_argument("--no-write", action="store_true", help="print the tables only (no RESULTS.md)")
     a = ap.parse_args()
     from dlsched.runtime.cluster import isolate_ray_tmp, start_cluster
     tmp = isolate_ray_tmp()
@@ -202,7 +209,7 @@ def main() -> int:
             sd = state / policy
             sd.mkdir()
             s = Srv(c.address, sd, policy, f"b-{policy}", 1)
-            res["decision"][policy] = decisions(s, a.queued)["decision"]
+            res["decision"][policy] = decisions(s, a.queued, a.events)["decision"]
             s.stop()
     finally:
         c.shutdown()
@@ -230,7 +237,7 @@ def main() -> int:
         f"| migrate: request -> first step on the new nodes | {fmt(w['migrate'])} | {fmt(cd['migrate'])} |",
         f"| migrate, server side (stop + start) | {fmt(w['migrate_server'])} | {fmt(cd['migrate_server'])} |",
         "",
-        f"Event -> scheduling decision with >= {a.queued} jobs waiting (50 submissions and one finish):",
+        f"Event -> scheduling decision with >= {a.queued} jobs waiting ({a.events} submissions and one finish):",
         "",
         "| policy | n | p50 ms | p99 ms | max ms |",
         "| --- | --- | --- | --- | --- |",
@@ -243,7 +250,8 @@ def main() -> int:
               "what the notes measured (0.06-0.12 s suspend, 4-9 s migrate): process start-up and the torch "
               "import dominate; the warm pool removes both."]
     print("\n".join(lines))
-    update_results("runtime", lines)
+    if not a.no_write:
+        print(f"updated {update_results('runtime', lines)}")
     return 0
 
 

@@ -2,7 +2,7 @@
 Pollux workload-6 (`pollux` preset). Each case runs in a fresh subprocess so that its peak RSS is
 its own; results are written to benchmarks/RESULTS.md (the table between the BENCH markers).
 
-    python benchmarks/bench_sim.py [--policy fifo] [--no-write]
+    python benchmarks/bench_sim.py [--policy fifo] [--cases philly,pollux] [--no-write]
 
 The inputs are bundled with the package (`philly`: the whole Philly per-job trace; `pollux-6`),
 so it runs on any clone.
@@ -40,6 +40,9 @@ print(json.dumps({"jobs": len(jobs), "load_s": t1 - t0, "sim_s": t2 - t1,
 """
 
 
+CASES = {"philly": ("Philly (whole trace)", "philly", "philly"), "pollux": ("Pollux workload-6", "pollux-6", "pollux")}
+
+
 def run_case(workload: str, cluster: str, policy: str) -> dict:
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", CHILD, str(workload), cluster, policy],
@@ -53,9 +56,14 @@ def run_case(workload: str, cluster: str, policy: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--policy", default="fifo")
+    ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
-    cases = [("Philly (whole trace)", "philly", "philly"), ("Pollux workload-6", "pollux-6", "pollux")]
+    keys = [c for c in args.cases.split(",") if c]
+    bad = [c for c in keys if c not in CASES]
+    if bad or not keys:
+        ap.error(f"--cases: give some of {', '.join(CASES)}")
+    cases = [CASES[c] for c in keys]
     # The FIFO family's compiled loop (dlsched/sim/fastloop.py) compiles at its first use after an
     # install (about 4 s, once: numba caches it on disk) or loads from the cache: warmed up in a
     # process of its own, untimed, and reported.
@@ -76,7 +84,8 @@ def main() -> None:
     for name, cluster, d in rows:
         table.append(f"| {name} | {args.policy} | {cluster} | {d['jobs']:,} | {d['sim_s']:.2f} | {d['jobs_per_s']:,.0f} | "
                      f"{d['load_s']:.2f} | {d['wall_s']:.2f} | {d['rss_mb']:.0f} | {d['mean_jct_s']:,.1f} |")
-    stamp = measured(f"python benchmarks/bench_sim.py --policy {args.policy}") + "."
+    stamp = measured(f"python benchmarks/bench_sim.py --policy {args.policy}"
+                     + (f" --cases {','.join(keys)}" if keys != list(CASES) else "")) + "."
     note = ["", "The FIFO family (fifo, fifo-gang, fifo-backfill) runs a trace of 5,000 jobs or more whose speed does",
             "not depend on placement in one compiled call (src/dlsched/sim/fastloop.py), with the same records",
             "as the Python loop (tests/unit/test_fastloop.py). The first run after an install compiles it",

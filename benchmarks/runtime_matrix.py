@@ -3,7 +3,7 @@
 the two shipped examples submitted through the API, and what became of them. A profile that
 needs what the runtime cannot do is refused at start (its one-line message is recorded).
 
-    python benchmarks/runtime_matrix.py [--results]
+    python benchmarks/runtime_matrix.py [--policies a,b] [--timeout-s 150] [--results]
 
 Not in CI (about 4 minutes); the figures go to benchmarks/RESULTS.md, block `runtime-matrix`.
 """
@@ -27,16 +27,23 @@ EXAMPLES = ("allreduce.yaml", "ps.yaml")
 FINAL = ("done", "failed", "held", "rejected", "cancelled")
 
 
-def run_matrix(timeout_s: float = 150.0) -> dict:
+def run_matrix(timeout_s: float = 150.0, policies: list[str] | None = None) -> dict:
+    """Each profile (`policies`: these only, default every registered one) on a fresh server,
+    the two examples submitted; a row per profile: what became of each after at most
+    `timeout_s`."""
     import dlsched.policies  # noqa: F401
     from dlsched.runtime.cluster import isolate_ray_tmp, start_cluster
     from dlsched.runtime.spec import load_job_spec
     from dlsched.scheduler.framework import REGISTRY
+    known = REGISTRY.names("profile")
+    unknown = [p for p in policies or () if p not in known]
+    if unknown:
+        raise SystemExit(f"error: --policies: unknown profile {unknown[0]!r} (registered: {', '.join(known)})")
     tmp = isolate_ray_tmp()
     cluster = start_cluster(4, 2, cpus_per_node=2)
     out = {}
     try:
-        for policy in REGISTRY.names("profile"):
+        for policy in policies or known:
             sd = Path(tempfile.mkdtemp(prefix="dlsched-matrix-"))
             try:
                 try:
@@ -92,9 +99,12 @@ def results_lines(res: dict) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--policies", default="", help="comma-separated profiles (default: every registered one)")
+    ap.add_argument("--timeout-s", type=float, default=150.0, help="how long each profile's jobs may take")
     ap.add_argument("--results", action="store_true", help="write the table into benchmarks/RESULTS.md")
     a = ap.parse_args(argv)
-    res = run_matrix()
+    res = run_matrix(a.timeout_s, [p for p in a.policies.split(",") if p] or None)
+    print("\n".join(results_lines(res)[4:]))          # the table
     if a.results:
         print(f"wrote {update_results('runtime-matrix', results_lines(res))}")
     return 0

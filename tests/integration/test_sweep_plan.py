@@ -40,6 +40,7 @@ def test_sweep_streams_cells_reports_a_failed_one_and_skips_done_cells_on_a_re_r
     report = (out / "report.md").read_text()
     assert "## Failed cells" in report and report.count("jobs.csv, line 3") == 8
     assert len(list((out / "cells").glob("*.json"))) == 8
+    assert len(list((out / "failed").glob("*.json"))) == 8
     stamps = {p.name: p.stat().st_mtime_ns for p in (out / "cells").glob("*.json")}
 
     # fixed input: the re-run skips the 8 done cells and runs the 8 that failed
@@ -51,6 +52,7 @@ def test_sweep_streams_cells_reports_a_failed_one_and_skips_done_cells_on_a_re_r
     df = pd.read_parquet(out / "results.parquet")
     assert len(df) == 16 and df["key"].is_unique
     assert "## Failed cells" not in (out / "report.md").read_text()
+    assert not (out / "failed").exists()             # no failure in this run: no (empty) failed/ left
     # (a changed input file is a new cell: tests/unit/test_sweep_grid.py)
 
 
@@ -120,3 +122,53 @@ def test_plan_input_errors(tmp_path):
         r = run(*base, *extra)
         assert r.returncode == 2, (extra, r.stderr)
         assert want in r.stderr and len(r.stderr.strip().splitlines()) == 1, (want, r.stderr)
+
+
+def test_failed_folder_only_while_a_cell_has_failed(tmp_path):
+    """OUT/failed/ is made by the first failure of a run and holds that run's failures only: a
+    sweep whose cells all succeed leaves none (no Ray: the store alone)."""
+    from dlsched.sweep.cells import CellStore
+    from dlsched.sweep.grid import Cell
+    store = CellStore(tmp_path / "out")
+    store.prepare()
+    assert (tmp_path / "out" / "cells").is_dir() and not store.failed_dir.exists()
+    a, b = Cell("seed000", "poisson:jobs=5", "fifo", 0), Cell("seed000", "poisson:jobs=5", "fifo", 1)
+    store.save_done(a, {"metrics": {"mean_jct_s": 1.0}, "wall_s": 0.1})
+    store.tidy()
+    assert not store.failed_dir.exists()
+    store.save_failed(b, "boom")
+    assert (store.failed_dir / f"{b.key()}.json").is_file() and store.failed_dir.stat().st_mode & 0o777 == 0o700
+    store.tidy()
+    assert store.failed_dir.exists()                  # still holds a failure
+    store.save_done(b, {"metrics": {"mean_jct_s": 2.0}, "wall_s": 0.1})
+    store.tidy()
+    assert not store.failed_dir.exists()
+    # a failure of an earlier run, of a cell that is no more (its input changed): forgotten
+    store.save_failed(Cell("seed000", "poisson:jobs=6", "fifo", 0), "boom")
+    store.prepare()
+    assert not store.failed_dir.exists() and (tmp_path / "out" / "cells").is_dir()
+
+
+def test_the_example_sweep_varies_its_jobs_per_seed_and_notes_a_fixed_trace(tmp_path):
+    """examples/sweep.yaml's seeds draw different workloads (its report's ± is a spread over
+    workloads); a trace's cells are the same jobs whatever the seed, and the report says so."""
+    from dlsched.sweep.grid import load_sweep, seeded
+    from dlsched.sweep.run import SweepOutcome, write_report
+    from dlsched.workload.io import load_workload
+    sw = load_sweep(Path(__file__).resolve().parents[2] / "examples" / "sweep.yaml")
+    seeds = sorted({c.seed for c in sw.cells})
+    assert len(seeds) == 2
+    for wl in {c.workload for c in sw.cells}:
+        assert seeded(wl)
+        jobs = [[(j.submit_time_s, len(j.tasks), j.duration_s) for j in load_workload(wl, seed=s)] for s in seeds]
+        assert jobs[0] != jobs[1]
+    assert not seeded("pollux-6") and not seeded(str(tmp_path / "jobs.csv")) and seeded("poisson:jobs=5")
+
+    f = tmp_path / "s.yaml"
+    f.write_text("clusters: [pollux]\nworkloads: [pollux-6, 'poisson:jobs=5']\npolicies: [fifo]\nseeds: 2\n")
+    write_report(SweepOutcome(load_sweep(f), [], [], 0, 0, tmp_path))
+    report = (tmp_path / "report.md").read_text()
+    assert "Fixed workloads: pollux-6. Their jobs are the same whatever the seed" in report   # not poisson
+    f.write_text("clusters: [pollux]\nworkloads: [pollux-6]\npolicies: [fifo]\nseeds: 1\n")
+    write_report(SweepOutcome(load_sweep(f), [], [], 0, 0, tmp_path))
+    assert "Fixed workloads" not in (tmp_path / "report.md").read_text()

@@ -1,32 +1,57 @@
 """GET /metrics of a real `dlsched server` (dlsched.runtime.metrics): behind the token, in
 Prometheus's text format, and in agreement with GET /jobs and GET /nodes while a job runs sharing
 a GPU, is suspended, resumed and cancelled and another runs to completion; the transitions and
-switches counted are exactly those; and the shipped Grafana dashboard queries only series that
-are exported."""
+switches counted are exactly those; the page passes Prometheus's own linter (`promtool check
+metrics`, from Debian's `prometheus`: `make promtool` installs it; without it the test skips
+locally and fails in CI, CI=true); and the shipped Grafana dashboard queries only series that are
+exported."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 import time
 
 import httpx
+import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import ROOT, digits_spec
 
 DASHBOARD = ROOT / "docs" / "grafana-dashboard.json"
-STATES = ("queued", "running", "suspended", "held", "done", "failed", "cancelled", "rejected")
-LIVE = ("queued", "running", "suspended", "held")
+STATES = ("queued", "starting", "running", "suspended", "held", "done", "failed", "cancelled", "rejected")
+LIVE = ("queued", "starting", "running", "suspended", "held")
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    """Prometheus's linter. Session scope, and listed before `runtime` in a test's arguments: a
+    missing promtool skips before the cluster starts, and fails in CI (CI=true), so CI cannot
+    pass without linting the page."""
+    exe = shutil.which("promtool")
+    if exe:
+        return exe
+    msg = "promtool not found (install it with `make promtool` or `apt-get install prometheus`)"
+    if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+        pytest.fail(msg + "; CI must run this test")
+    pytest.skip(msg)
+
+
+def page(s) -> str:
+    """The text of one GET /metrics."""
+    r = httpx.get(s.url + "/metrics", headers={"Authorization": f"Bearer {s.token}"}, timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == CONTENT_TYPE_LATEST
+    return r.text
 
 
 def scrape(s) -> dict:
     """{(sample name, ((label, value), ...)): value} of one GET /metrics."""
-    r = httpx.get(s.url + "/metrics", headers={"Authorization": f"Bearer {s.token}"}, timeout=60)
-    assert r.status_code == 200, r.text
-    assert r.headers["content-type"] == CONTENT_TYPE_LATEST
     return {(x.name, tuple(sorted(x.labels.items()))): x.value
-            for fam in text_string_to_metric_families(r.text) for x in fam.samples}
+            for fam in text_string_to_metric_families(page(s)) for x in fam.samples}
 
 
 def val(m: dict, name: str, **labels) -> float:
@@ -53,8 +78,8 @@ def agreed(s, timeout: float = 20.0) -> dict:
             want = {("dlsched_jobs", st): n[st] for st in STATES}
             want.update({
                 "dlsched_running_jobs": n["running"],
-                "dlsched_queue_length": n["queued"] + n["suspended"],
-                "dlsched_gpus_total": sum(g for up, g, _, _ in nodes if up),
+                "dlsched_queue_length": n["queued"],
+                "dlsched_gpus_capacity": sum(g for up, g, _, _ in nodes if up),
                 "dlsched_gpus_free": sum(f for up, _, f, _ in nodes if up),
                 "dlsched_gpus_allocated": sum(x > 0 for *_, load in nodes for x in load),
                 "dlsched_gpus_shared": sum(x > 1 for *_, load in nodes for x in load)})
@@ -91,7 +116,7 @@ def test_metrics_need_the_token_and_agree_with_jobs_and_nodes(runtime):
     assert val(m, "dlsched_gpus_allocated") == 1
     assert val(m, "dlsched_gpus_free") == val(m0, "dlsched_gpus_free") - 1
 
-    assert s.post(f"/jobs/{long}/suspend").json()["state"] == "held"
+    assert s.post(f"/jobs/{long}/suspend").json()["state"] == "suspended"
     agreed(s)
     s.post(f"/jobs/{long}/resume")
     s.wait(long, lambda j: j["state"] == "running", what="running again")
@@ -104,11 +129,11 @@ def test_metrics_need_the_token_and_agree_with_jobs_and_nodes(runtime):
 
     def delta(name, **labels):
         return val(m1, name, **labels) - val(m0, name, **labels)
-    # long: queued, running, held, suspended (released), running, cancelled; short: queued,
-    # running, done
+    # long: queued, starting, running, suspended, queued (resumed), starting, running,
+    # cancelled; short: queued, starting, running, done
     entered = {st: delta("dlsched_job_transitions_total", state=st) for st in STATES}
-    assert entered == {"queued": 2, "running": 3, "suspended": 1, "held": 1, "done": 1, "failed": 0,
-                       "cancelled": 1, "rejected": 0}
+    assert entered == {"queued": 3, "starting": 3, "running": 3, "suspended": 1, "held": 0, "done": 1,
+                       "failed": 0, "cancelled": 1, "rejected": 0}
     assert {k: delta("dlsched_switch_seconds_count", kind=k) for k in ("suspend", "resume", "migrate", "resize")} \
         == {"suspend": 1, "resume": 1, "migrate": 0, "resize": 0}
     # the suspend's seconds hold the stop the runtime measured (checkpoint and exit: stop_s)
@@ -126,14 +151,36 @@ def test_metrics_need_the_token_and_agree_with_jobs_and_nodes(runtime):
     assert val(m1, "dlsched_running_jobs") == 0 and val(m1, "dlsched_gpus_allocated") == 0
 
 
+def test_metrics_pass_promtool_check(promtool, runtime):
+    """`promtool check metrics` prints nothing for the real page (Prometheus's naming rules: no
+    `_total` on a non-counter, `_total` on every counter, base units, HELP on every family),
+    scraped with jobs in the store, one of them running on a shared GPU."""
+    s = runtime.server if runtime.server.policy == "fifo" else runtime.restart("fifo")
+    done = s.submit(digits_spec(name="metrics-lint-done", iterations=20))
+    s.wait_state(done, "done")
+    job = s.submit(digits_spec(name="metrics-lint", gpus_per_worker=0.5, iterations=100000,
+                               args={"hidden": 32, "lr": 0.1, "seed": 0, "delay_s": 0.02}))
+    try:
+        s.wait(job, lambda j: j["state"] == "running" and j["step"] >= 2, what="step 2")
+        text = page(s)
+    finally:
+        s.post(f"/jobs/{job}/cancel")
+    assert "dlsched_jobs{" in text and "dlsched_switch_seconds_bucket{" in text
+    r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True,
+                       timeout=60, check=False)
+    assert (r.returncode, r.stdout + r.stderr) == (0, ""), \
+        f"promtool check metrics (exit {r.returncode}):\n{r.stdout}{r.stderr}"
+    s.wait_state(job, "cancelled", 60)
+
+
 def test_grafana_dashboard_queries_what_is_exported(runtime):
     dash = json.loads(DASHBOARD.read_text())
     exported = {name for name, _ in scrape(runtime.server)}
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
     queried = {n for e in exprs for n in re.findall(r"\bdlsched_\w+", e)}
     assert queried and queried <= exported, queried - exported
-    assert {"dlsched_queue_length", "dlsched_running_jobs", "dlsched_gpus_allocated", "dlsched_gpus_free",
-            "dlsched_gpus_shared", "dlsched_round_seconds_bucket", "dlsched_job_transitions_total",
+    assert {"dlsched_queue_length", "dlsched_running_jobs", "dlsched_gpus_capacity", "dlsched_gpus_allocated",
+            "dlsched_gpus_free", "dlsched_gpus_shared", "dlsched_round_seconds_bucket", "dlsched_job_transitions_total",
             "dlsched_switch_seconds_count", "dlsched_switch_seconds_sum"} <= queried
     # the Prometheus data source is a variable, never a UID of one Grafana
     var = next(v for v in dash["templating"]["list"] if v["type"] == "datasource")

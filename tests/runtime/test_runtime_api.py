@@ -56,8 +56,8 @@ def test_suspend_resume_migrate_resize_keep_the_loss_curve(runtime):
     ref = s.submit(spec)
     b = s.submit(spec)
     s.wait(b, lambda j: j["state"] == "running" and j["step"] >= 40, what="step 40")
-    assert '"held"' in s.cli("job", "suspend", b).stdout
-    j = s.wait_state(b, "held")
+    assert f"{b} suspended at step" in s.cli("job", "suspend", b).stdout
+    j = s.wait_state(b, "suspended")
     held_step = j["step"]
     assert j["allocation"] == []
     # only the reference holds GPUs, while it runs: it may be done by now (its 300 steps take

@@ -20,7 +20,7 @@ def test_measured_progress_and_the_typed_log_survive_a_restart(runtime):
     p = s.get(f"/jobs/{jid}")["progress"]
     assert p["rate"] > 0 and 0 < p["progress"] < 1 and p["remaining"] == 4000 - p["step"]
     s.post(f"/jobs/{jid}/suspend")
-    s.wait_state(jid, "held", 60)
+    s.wait_state(jid, "suspended", 60)
     s.post(f"/jobs/{jid}/resume")
     j = s.wait_state(jid, "done", 180)
     p = j["progress"]

@@ -70,7 +70,7 @@ def test_a_new_run_reads_what_the_last_one_logged_after_the_server_read_it(runti
     j = s.submit(_spec(200))
     s.wait(j, lambda x: x["state"] == "running" and x["step"] >= 20, what="step 20")
     s.cli("job", "suspend", j)
-    s.wait_state(j, "held")
+    s.wait_state(j, "suspended")
     log = runtime.state_dir / "checkpoints" / j / "stats.jsonl"
     assert log.exists(), sorted(p.name for p in log.parent.glob("*"))
     with open(log, "a") as f:

@@ -36,7 +36,7 @@ def fresh(rt, policy: str, extra: list[str]):
     and arguments is kept (a restart costs seconds; the pre-scheduling test's run without it
     follows Liquid's placement test on the same server)."""
     s = rt.ensure(policy, extra)
-    live = [j["job_id"] for j in s.get("/jobs") if j["state"] in ("queued", "running", "suspended", "held")]
+    live = [j["job_id"] for j in s.get("/jobs") if j["state"] in ("queued", "starting", "running", "suspended", "held")]
     for jid in live:
         s.post(f"/jobs/{jid}/cancel")
     for jid in live:

@@ -18,7 +18,7 @@ from typing import Optional
 
 import typer
 
-from dlsched.core.errors import DlschedError
+from dlsched.core.errors import DlschedError, Refused
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="dlsched: schedule deep-learning training jobs on shared GPU clusters.")
@@ -185,8 +185,13 @@ def _check_out(out: Path, force: bool = False, *, file: bool = False) -> None:
             base = base.parent
         if not base.is_dir():
             raise DlschedError(f"{where}: {base} is a file, not a folder")
-    if not os.access(base, os.W_OK | os.X_OK):
-        raise DlschedError(f"{where}: {base} is not writable")
+    # a real try, not os.access: a folder the permission bits allow may still refuse (root in
+    # /sys or /proc, a read-only mount); the probe is gone at once, nothing is left behind
+    import tempfile
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".dlsched-probe-", dir=base))
+    except OSError as e:
+        raise DlschedError(f"{where}: cannot write in {base}: {e.strerror or e}") from None
 
 
 def _clear_out(out: Path) -> None:
@@ -419,8 +424,9 @@ _estimator.register(app)
 def main(argv: list[str] | None = None) -> int:
     """Entry point. What a user can cause ends in one line on stderr (`error: ...`) and exit status
     2: a usage error (unknown command or option, bad value), a DlschedError (bad input, unwritable
-    --out) or an OSError (a file that cannot be read or written). Anything else is a bug: one line,
-    exit status 1; DLSCHED_DEBUG=1 raises it with its traceback instead."""
+    --out) or an OSError (a file that cannot be read or written). A command the server refused
+    (Refused: not allowed, not there, not possible now) gives its reason, exit status 1. Anything
+    else is a bug: one line, exit status 1; DLSCHED_DEBUG=1 raises it with its traceback instead."""
     try:   # recent typer vendors click as typer._click
         from typer._click.exceptions import ClickException, NoArgsIsHelpError
     except ImportError:  # pragma: no cover
@@ -442,6 +448,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("aborted", 1)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except Refused as e:            # the server said no: its reason, exit 1
+        return _fail(str(e), 1)
     except (DlschedError, OSError) as e:
         return _fail(str(e), 2)
     except Exception as e:

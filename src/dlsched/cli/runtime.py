@@ -1,4 +1,5 @@
-"""The runtime's commands: `dlsched up|down|server|submit|jobs|job|nodes|logs`.
+"""The runtime's cluster commands: `dlsched up|down|server|report|whatif|export|nodes` (the
+job commands, `submit|jobs|job|logs`, are in dlsched.cli.jobs).
 
 `up` starts an embedded Ray cluster of virtual GPU nodes (a keeper process) and a server, both in
 their own sessions, and records their process ids in the state dir; `down` stops exactly those.
@@ -20,84 +21,14 @@ import typer
 
 from dlsched.core.errors import DlschedError
 
+from dlsched.cli.client import STATE_HELP, Client, _alive, _console, _state, _table
+
 DEFAULT_PORT = 8470
-STATE_HELP = "state dir (db, checkpoints, logs, token); default $DLSCHED_STATE_DIR or ~/.dlsched"
-
-job_app = typer.Typer(no_args_is_help=True, help="Inspect or control one job: show, suspend, resume, migrate, cancel.")
-
-
-def _state(state_dir: Optional[Path]) -> Path:
-    from dlsched.runtime.server import default_state_dir
-    return Path(state_dir) if state_dir else default_state_dir()
-
-
-def _console():
-    from rich.console import Console
-    c = Console()
-    return c if c.is_terminal else Console(width=160)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    try:   # a zombie child of ours is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-class Client:
-    def __init__(self, state_dir: Optional[Path] = None, url: Optional[str] = None):
-        sd = _state(state_dir)
-        self.state_dir = sd
-        url = url or os.environ.get("DLSCHED_URL")
-        if not url:
-            p = sd / "server.json"
-            if not p.exists():
-                raise DlschedError(f"no server found ({p} missing): start one with `dlsched up` or give --url")
-            url = json.loads(p.read_text())["url"]
-        self.url = url.rstrip("/")
-        tp = sd / "token"
-        self.token = tp.read_text().strip() if tp.exists() else os.environ.get("DLSCHED_TOKEN", "")
-
-    def _req(self, method: str, path: str, **kw):
-        import httpx
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        try:
-            r = httpx.request(method, self.url + path, headers=headers, timeout=180, **kw)
-        except httpx.HTTPError as e:
-            raise DlschedError(f"cannot reach the server at {self.url}: {e}") from None
-        if r.status_code >= 400:
-            try:
-                detail = r.json().get("detail")
-            except Exception:
-                detail = r.text
-            raise DlschedError(f"{method} {path}: {r.status_code}: {detail}")
-        return r.json()
-
-    def get(self, path: str, **kw):
-        return self._req("GET", path, **kw)
-
-    def post(self, path: str, body=None):
-        return self._req("POST", path, json=body)
-
-
-def _table(rows: list[dict], cols: list[str], title: str):
-    from rich.table import Table
-    t = Table(title=title)
-    for c in cols:
-        t.add_column(c)
-    for r in rows:
-        t.add_row(*("" if r.get(c) is None else (f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]))
-                    for c in cols))
-    _console().print(t)
 
 
 def register(app: typer.Typer) -> None:
-    app.add_typer(job_app, name="job")
+    from dlsched.cli.jobs import register_jobs
+    register_jobs(app)
 
     @app.command("up")
     def up(nodes: int = typer.Option(4, min=1, max=64, help="virtual GPU nodes"),
@@ -252,43 +183,6 @@ def register(app: typer.Typer) -> None:
         jct = "-" if sm["mean_jct_s"] is None else f"{sm['mean_jct_s']:.1f} s"
         typer.echo(f"{sm['jobs']} jobs, {sm['finished']} finished; mean JCT {jct}; report: {path}")
 
-    @app.command("submit")
-    def submit(spec: Path = typer.Argument(..., help="job spec YAML"),
-               state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
-               url: Optional[str] = typer.Option(None, help="server URL")):
-        """Validate a job spec and submit it."""
-        from dlsched.runtime.spec import load_job_spec
-        s = load_job_spec(spec)          # errors name the file, line and field; nothing is sent
-        r = Client(state_dir, url).post("/jobs", {"spec": s.to_dict(), "source": str(spec)})
-        typer.echo(r["job_id"])
-
-    @app.command("jobs")
-    def jobs(state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
-             url: Optional[str] = typer.Option(None)):
-        """List jobs."""
-        client = Client(state_dir, url)
-        rows = client.get("/jobs")
-        for r in rows:
-            tot = r["total_steps"]
-            r["progress"] = f"{r['step']}/{tot}" if tot else f"{r['step']} ({r['epochs']} epochs)"
-            # a waiting job: its place in the policy's order and why it waits ("why pending?")
-            if r.get("queue_position"):
-                r["reason"] = f"#{r['queue_position']}: {r['waiting_reason']}"
-        cols = ["job_id", "name", "state", "progress", "workers", "ps", "attempts", "reason"]
-        if any(r.get("queue_position") for r in rows):
-            # the current policy's predicted start of each waiting job (simulated from the live
-            # state: GET /whatif); the listing stands without it where the simulation fails
-            try:
-                pred = next(iter(client.get("/whatif")["policies"].values()))["jobs"]
-            except DlschedError as e:
-                pred = {}
-                typer.echo(f"(no predicted starts: {e})", err=True)
-            for r in rows:
-                j = pred.get(r["job_id"]) if r.get("queue_position") else None
-                r["predicted_start"] = _clock(j["start_time"]) if j and j["start_time"] is not None else ""
-            cols.insert(4, "predicted_start")
-        _table(rows, cols, "jobs")
-
     @app.command("whatif")
     def whatif(policies: Optional[str] = typer.Option(None, "--policies", "-p",
                                                      help="comma-separated policies (default: the server's)"),
@@ -320,7 +214,10 @@ def register(app: typer.Typer) -> None:
             client = Client(state_dir, url)
             if save_state is not None:
                 from dlsched.runtime.cluster import write_private
-                write_private(save_state, json.dumps(client.get("/state"), indent=1))
+                try:
+                    write_private(save_state, json.dumps(client.get("/state"), indent=1))
+                except OSError as e:
+                    raise DlschedError(f"--save-state {save_state}: {e.strerror or e}") from None
             params = {"horizon": horizon}
             if names:
                 params["policies"] = ",".join(names)
@@ -336,9 +233,10 @@ def register(app: typer.Typer) -> None:
                url: Optional[str] = typer.Option(None)):
         """The live history as a workload in the common schema (replay it under any policy with
         `dlsched simulate -w FILE`): each job's arrival and its measured run time."""
-        from dlsched.workload.io import save_kind, save_workload
+        from dlsched.cli.main import _check_out
+        from dlsched.workload.io import save_workload
         from dlsched.workload.schema import job_from_row
-        save_kind(out)                               # an unknown extension: one line, before asking
+        _check_out(out, file=True)                   # an unknown extension or a folder that refuses: one line, first
         ans = Client(state_dir, url).get("/export")
         jobs = [job_from_row(r) for r in ans["jobs"]]
         if not jobs:
@@ -352,83 +250,6 @@ def register(app: typer.Typer) -> None:
         """List the cluster's nodes (from Ray) with free GPUs."""
         _table(Client(state_dir, url).get("/nodes"),
                ["name", "rack", "gpu_type", "gpus", "free_gpus", "up", "schedulable", "warm_workers"], "nodes")
-
-    @app.command("logs")
-    def logs(job_id: str, follow: bool = typer.Option(False, "--follow", "-f", help="keep printing until the job ends"),
-             tail: int = typer.Option(20, min=0, help="last N steps"),
-             output: bool = typer.Option(False, "--output", help="what the program printed (stdout and stderr) instead"),
-             rank: Optional[int] = typer.Option(None, min=0, help="with --output: this rank only (default: every rank)"),
-             state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
-             url: Optional[str] = typer.Option(None)):
-        """A job's events and per-step statistics (loss, accuracy, step time), or with --output
-        what its ranks printed."""
-        c = Client(state_dir, url)
-        if output:
-            first = c.get(f"/jobs/{job_id}/output", params={"rank": rank or 0})
-            for r in ([rank] if rank is not None else first["ranks"] or [0]):
-                text = first["text"] if r == first["rank"] else c.get(f"/jobs/{job_id}/output", params={"rank": r})["text"]
-                typer.echo(f"==> {job_id} rank {r} <==")
-                typer.echo(text.rstrip("\n") if text else "(nothing printed)")
-            return
-        for e in c.get(f"/jobs/{job_id}/events"):
-            typer.echo(f"{time.strftime('%H:%M:%S', time.localtime(e['time']))} {e['kind']:<12} {e['detail']}")
-        stats = c.get(f"/jobs/{job_id}/stats")
-        for s in stats[-tail:]:
-            typer.echo(_stat_line(s))
-        last = stats[-1]["step"] if stats else -1
-        while follow:
-            j = c.get(f"/jobs/{job_id}")
-            for s in c.get(f"/jobs/{job_id}/stats", params={"since": last}):
-                typer.echo(_stat_line(s))
-                last = s["step"]
-            if j["state"] in ("done", "failed", "cancelled", "rejected"):
-                typer.echo(f"job {job_id} {j['state']}")
-                break
-            time.sleep(1.0)
-
-    @job_app.command("show")
-    def job_show(job_id: str, state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
-                 url: Optional[str] = typer.Option(None)):
-        """A job's state, allocation and checkpoints."""
-        j = Client(state_dir, url).get(f"/jobs/{job_id}")
-        typer.echo(json.dumps(j, indent=2))
-
-    def _op(kind: str, job_id: str, state_dir, url, body=None):
-        r = Client(state_dir, url).post(f"/jobs/{job_id}/{kind}", body)
-        typer.echo(json.dumps(r))
-
-    @job_app.command("suspend")
-    def job_suspend(job_id: str, state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
-                    url: Optional[str] = typer.Option(None)):
-        """Checkpoint the job, stop its ranks and free its GPUs; it waits until resumed."""
-        _op("suspend", job_id, state_dir, url)
-
-    @job_app.command("resume")
-    def job_resume(job_id: str, state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
-                   url: Optional[str] = typer.Option(None)):
-        """Let a suspended job be scheduled again (it continues from its checkpoint)."""
-        _op("resume", job_id, state_dir, url)
-
-    @job_app.command("migrate")
-    def job_migrate(job_id: str, nodes: Optional[str] = typer.Option(None, help="comma-separated node names (default: other nodes that fit)"),
-                    workers: Optional[int] = typer.Option(None, help="another number of workers (resize)"),
-                    state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
-                    url: Optional[str] = typer.Option(None)):
-        """Move a running job to other nodes (checkpoint, stop, restart there)."""
-        _op("migrate", job_id, state_dir, url,
-            {"nodes": nodes.split(",") if nodes else None, "workers": workers})
-
-    @job_app.command("cancel")
-    def job_cancel(job_id: str, state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
-                   url: Optional[str] = typer.Option(None)):
-        """Stop a job for good."""
-        _op("cancel", job_id, state_dir, url)
-
-
-def _stat_line(s: dict) -> str:
-    acc = f" acc {s['accuracy']:.3f}" if s.get("accuracy") is not None else ""
-    ep = f" epoch {s['epoch']}" if s.get("epoch") is not None else ""
-    return f"step {s['step']:>6}{ep} loss {s['loss']:.4f}{acc} step {1000 * (s['step_s'] or 0):.1f} ms"
 
 
 def load_plugins() -> None:
@@ -520,15 +341,6 @@ def _stop_pids(sd: Path) -> list[str]:
     for f in ("up.json", "server.json", "cluster.json"):
         (sd / f).unlink(missing_ok=True)
     return stopped
-
-
-def _clock(t: float) -> str:
-    """A UNIX time as a local clock time, with how far from now ("14:05:09 (in 3m 20s)")."""
-    d = t - time.time()
-    span = abs(d)
-    rel = f"{span:.0f}s" if span < 60 else f"{span // 60:.0f}m {span % 60:02.0f}s" if span < 3600 else \
-        f"{span // 3600:.0f}h {span % 3600 // 60:02.0f}m"
-    return f"{time.strftime('%H:%M:%S', time.localtime(t))} ({'in ' + rel if d >= 0 else rel + ' ago'})"
 
 
 def _check_policies(names: list[str]) -> None:

@@ -62,3 +62,45 @@ def read_text_bounded(path: str | Path, max_bytes: int, what: str = "file") -> s
         raise InputError(f"{what} is not YAML (not UTF-8 text: a binary file?)", file=str(path)) from None
     except OSError as e:
         raise InputError(f"cannot read {what}: {e.strerror}", file=str(path)) from None
+
+
+def _path_parts(path: str) -> list:
+    """'node_groups[0].gpus' -> ['node_groups', 0, 'gpus']."""
+    import re
+    out: list = []
+    for part in str(path).split("."):
+        m = re.match(r"^([^\[]*)((?:\[\d+\])*)$", part)
+        if not m:
+            out.append(part)
+            continue
+        if m.group(1):
+            out.append(m.group(1))
+        out += [int(i) for i in re.findall(r"\[(\d+)\]", m.group(2))]
+    return out
+
+
+def line_of(file: str, path: str, max_bytes: int = 16 * 1024 ** 2) -> int | None:
+    """The 1-based line of the deepest part of a dotted config `path` found in the YAML `file`
+    (a key's line; an item's for a list index), or None when the file cannot be read or has
+    none of it. Best effort: it only places an error message."""
+    import yaml
+    try:
+        p = Path(file)
+        if not p.is_file() or p.stat().st_size > max_bytes:
+            return None
+        node = yaml.compose(p.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    line = None
+    for part in _path_parts(path):
+        if isinstance(node, yaml.MappingNode):
+            hit = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)), None)
+            if hit is None:
+                break
+            line, node = hit[0].start_mark.line + 1, hit[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line

@@ -1,7 +1,8 @@
 """Metrics of a run.
 
 Per job: submit, first start (all tasks placed), finish, waiting time (first start - submit),
-JCT (finish - submit), run time, preemptions, migrations, deadline met, GPU-seconds held, bytes
+starting time (first progress - first start: on the runtime the ranks' start and the program's
+loading, in the simulator the start cost; wait + starting = time to first progress), JCT (finish - submit), run time, preemptions, migrations, deadline met, GPU-seconds held, bytes
 over NICs and across racks, time of first progress.
 
 Per run (summary.json): jobs, finished, rejected, unfinished, makespan (last finish - first
@@ -143,7 +144,7 @@ def _clean(x):
 class _Job:
     """A job as the event log tells it (the JobRecord's fields the metrics need)."""
     __slots__ = ("spec", "ntasks", "state", "placed", "done", "first_start_s", "finish_s", "preemptions",
-                 "migrations", "stats")
+                 "migrations", "stats", "held_by")
 
     def __init__(self, spec, ntasks: int):
         self.spec, self.ntasks, self.state = spec, ntasks, "pending"
@@ -154,6 +155,19 @@ class _Job:
         self.first_start_s = self.finish_s = None
         self.preemptions = self.migrations = 0
         self.stats: dict = _NO_STATS
+        self.held_by = ""
+
+
+# A job's state in the jobs table, in the words `dlsched jobs` uses on the runtime (queued,
+# running, suspended by a user, held by the system, done, cancelled, rejected; `partial`: a
+# gang job placed in part, in the simulator): the replay's own state names map to them here
+_TABLE_STATE = {"pending": "queued", "suspended": "queued"}
+
+
+def table_state(j: "_Job") -> str:
+    if j.state == "held" and j.held_by == "operator":
+        return "suspended"
+    return _TABLE_STATE.get(j.state, j.state)
 
 
 _STARTS = frozenset(("launch", "resume", "migrate", "resize"))
@@ -213,6 +227,7 @@ def jobs_from_log(log) -> dict[str, _Job]:
                 j.preemptions += 1
             j.placed = _NONE
             j.state = "held"
+            j.held_by = detail
         elif kind == "released":
             if j.state == "held":
                 j.state = "suspended" if j.first_start_s is not None else "pending"
@@ -222,6 +237,11 @@ def jobs_from_log(log) -> dict[str, _Job]:
             j.done = j.done | {k}
         elif kind == "rejected":
             j.state = "rejected"
+        elif kind == "cancel":                       # the runtime: a user ended it
+            if j.placed:
+                j.preemptions += 1
+            j.placed = _NONE
+            j.state = "cancelled"
     return jobs
 
 
@@ -337,11 +357,12 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
 
     cols: dict[str, Any] = {
         "job_id": [s.job_id for s in specs],
-        "state": [r.state for r in R],
+        "state": [table_state(r) for r in R],
         "submit_s": submit,
         "first_start_s": array("d", fs),
         "finish_s": array("d", fin),
         "wait_s": array("d", [a - b for a, b in zip(fs, submit)]),
+        "starting_s": array("d", [a - b for a, b in zip(fp, fs)]),
         "jct_s": array("d", [a - b for a, b in zip(fin, submit)]),
         "run_s": array("d", [a - b for a, b in zip(fin, fs)]),
         "gpus": [s.gpus for s in specs],

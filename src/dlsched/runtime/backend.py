@@ -302,7 +302,7 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
                 ran = d.job_id in self.runs
                 self._give_partial(d.job_id)
                 self._stop_run(d.job_id, "suspended")
-                self.store.update_job(d.job_id, state="suspended")
+                self.store.update_job(d.job_id, state="queued")     # preempted: waits to resume
                 if ran:
                     self._switched("suspend", t0)
             elif isinstance(d, (Launch, Resume)):

@@ -17,6 +17,7 @@ import numpy as np
 
 from dlsched.core.errors import DlschedError
 from dlsched.core.types import Migrate, Plan, Resize
+from dlsched.runtime.store import ACTIVE
 from dlsched.scheduler import events as ev
 
 
@@ -26,6 +27,28 @@ class CommandsMixin:
         the scheduler thread, so the records, the ledger and the store agree."""
         from dlsched.runtime.whatif import live_state
         return live_state(self)
+
+    def _op_admit(self, job_id: str, out: list, spec) -> str:
+        """Why the job of `spec` (a RuntimeJobSpec) can never run on this cluster, in its own
+        fields and numbers ("" when it can): the scheduler's own arrival check (NeverFits),
+        asked at submit so that such a job is refused there instead of rejected once queued."""
+        reason = self.scheduler.never_fits(spec.to_jobspec("(new)", 0.0), self)
+        if not reason:
+            return ""
+        cap = self.snapshot().capacity
+        g_max, g_all = float(cap[:, 0].max(initial=0)), float(cap[:, 0].sum())
+        c_max = float(cap[:, 1].max(initial=0))
+        grow = " (the node list is read when the server starts: restart it after adding nodes)"
+        if spec.gpus_per_worker > g_max:
+            return (f"field 'gpus_per_worker': a worker needs {spec.gpus_per_worker:g} GPUs; the largest "
+                    f"node has {g_max:g}{grow}")
+        if max(spec.cpus_per_worker, spec.ps_cpus if spec.ps else 0) > c_max:
+            return f"field 'cpus_per_worker': a rank needs more CPUs than the largest node has ({c_max:g}){grow}"
+        need = spec.workers * spec.gpus_per_worker
+        if need > g_all:
+            return (f"field 'workers': {spec.workers} workers x {spec.gpus_per_worker:g} GPUs = {need:g} GPUs "
+                    f"at once; the cluster has {g_all:g}{grow}")
+        return reason + grow
 
     def _rec(self, job_id: str):
         rec = self.scheduler.jobs.get(job_id) if self.scheduler else None
@@ -37,7 +60,7 @@ class CommandsMixin:
         j = self.store.job(job_id)
         if j is None:
             raise DlschedError(f"unknown job {job_id}")
-        if j["state"] not in ("queued", "running", "suspended", "held"):
+        if j["state"] not in ACTIVE:
             return {"job_id": job_id, "state": j["state"], "changed": False}
         self._give_partial(job_id)
         if job_id in self.runs:
@@ -51,27 +74,41 @@ class CommandsMixin:
             out.append(ev.JobFinish(self._now, job_id))
         return {"job_id": job_id, "state": "cancelled", "changed": True}
 
-    def _op_suspend(self, job_id: str, out: list) -> dict:
+    def _op_suspend(self, job_id: str, out: list, by: str = "the operator") -> dict:
+        """Stop the job until it is resumed: `suspended`, with who suspended it and when. A run
+        whose program cannot stop at a mini-batch boundary (it never calls ctx.steps) is
+        stopped at once, and the answer says so and how many steps since its last checkpoint
+        are lost (`clean`, `lost_steps`, `detail`)."""
         rec = self._rec(job_id)
         from dlsched.scheduler.core import JobState
         if rec.state in (JobState.DONE, JobState.REJECTED, JobState.HELD):
             return {"job_id": job_id, "state": self.store.job(job_id)["state"], "changed": False}
         t0 = time.perf_counter()
         self._give_partial(job_id)
+        stop = {"clean": True, "lost_steps": 0}
         if job_id in self.runs:
-            self._stop_run(job_id, "suspended by operator")
+            stop = self._stop_run(job_id, "suspended by operator")
             self._switched("suspend", t0)
-        self.store.update_job(job_id, state="held", held=1)
+        j = self.store.job(job_id)
+        when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime())
+        why = f"suspended by {by} at {when}"
+        if not stop["clean"]:
+            why += f"; stopped without a checkpoint: {stop['detail']}"
+        self.store.update_job(job_id, state="suspended", held=1, error=why)
+        self.store.event(job_id, "suspended", why)
         out.append(ev.JobHeld(self._now, job_id, "operator"))
-        return {"job_id": job_id, "state": "held", "changed": True, "stop_s": time.perf_counter() - t0}
+        detail = ("checkpointed, nothing lost" if stop["clean"] else
+                  f"could not stop cleanly: {stop['detail']}")
+        return {"job_id": job_id, "state": "suspended", "changed": True, "step": j["step"],
+                "clean": stop["clean"], "lost_steps": stop["lost_steps"], "detail": detail,
+                "stop_s": time.perf_counter() - t0}
 
     def _op_resume(self, job_id: str, out: list) -> dict:
         rec = self._rec(job_id)
         from dlsched.scheduler.core import JobState
         if rec.state is not JobState.HELD:
             return {"job_id": job_id, "state": self.store.job(job_id)["state"], "changed": False}
-        self.store.update_job(job_id, state="suspended" if rec.first_start_s is not None else "queued", held=0,
-                              error="")
+        self.store.update_job(job_id, state="queued", held=0, error="")
         self.store.event(job_id, "released")
         out.append(ev.JobReleased(self._now, job_id))
         return {"job_id": job_id, "state": "queued", "changed": True}
@@ -125,9 +162,19 @@ class CommandsMixin:
                     break
             else:
                 raise DlschedError(f"job {job_id} does not fit on {', '.join(self.nodes[i].name for i in order) or 'any node'}")
-        d = (Resize(job_id, tasks, tuple(placements)) if tasks is not rec.tasks
+        resized = tasks is not rec.tasks
+        if not resized and sorted(tp.node for tp in placements) == sorted(tp.node for tp in run.placements):
+            # nothing would move: a restart for nothing is refused (the placements are only
+            # reserved in this round's transaction: dropping them changes nothing)
+            here = ", ".join(sorted({self.nodes[i].name for i in old}))
+            if nodes:
+                raise DlschedError(f"job {job_id} is already on {here}: nothing to move")
+            raise DlschedError(f"no other node fits job {job_id} (it runs on {here}); "
+                               f"name the nodes with --nodes, or free some first")
+        d = (Resize(job_id, tasks, tuple(placements)) if resized
              else Migrate(job_id, tuple(placements)))
         t0 = time.perf_counter()
         self.scheduler.execute(Plan([d]), self)
-        return {"job_id": job_id, "state": "running", "changed": True, "move_s": time.perf_counter() - t0,
+        return {"job_id": job_id, "state": "running", "changed": True, "resized": resized,
+                "move_s": time.perf_counter() - t0,
                 "nodes": [self.nodes[tp.node].name for tp in placements]}

@@ -15,6 +15,12 @@ import time
 from pathlib import Path
 
 
+def job_workdir(state_dir: str | Path, job_id: str) -> Path:
+    """A job's own working directory (its ranks run there unless its spec names `workdir`):
+    relative paths it writes never meet another job's. Created private (0700) by the rank."""
+    return Path(state_dir) / "work" / job_id
+
+
 def rank_log(state_dir: str | Path, job_id: str, rank: int) -> Path:
     return Path(state_dir) / "logs" / "jobs" / job_id / f"rank-{int(rank)}.log"
 

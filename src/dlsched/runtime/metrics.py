@@ -7,12 +7,15 @@ the scrape. The series, by where their truth is:
 State, read from the server's live objects when Prometheus scrapes (`LiveState`, a custom
 collector: nothing to keep in step, so a value cannot drift from what the API answers):
 
-    dlsched_queue_length                    jobs waiting in the scheduler's queue (queued,
-                                            suspended, or placed in part: what a round orders)
+    dlsched_queue_length                    jobs waiting in the scheduler's queue (queued, also
+                                            after a preemption, or placed in part: what a round orders)
     dlsched_running_jobs                    jobs the scheduler has running
     dlsched_jobs{state}                     jobs in the store per state, as GET /jobs lists them
                                             (every state of store.ACTIVE and store.FINAL, 0 too)
-    dlsched_gpus_total                      GPUs of the nodes that are up
+    dlsched_gpus_capacity                   GPUs of the nodes that are up (not `_total`: in
+                                            Prometheus's naming rules that suffix is for
+                                            counters only, and `promtool check metrics`
+                                            rejects it on a gauge)
     dlsched_gpus_free                       free GPU capacity of the nodes that are up (what
                                             GET /nodes sums; fractions where jobs share a GPU)
     dlsched_gpus_allocated                  GPUs holding at least one task (one k tasks share
@@ -117,7 +120,7 @@ class LiveState(Collector):
         up, free, load = st.up.copy(), st.free[:, GPU].copy(), st.gpu_load.copy()
         cap = self.backend.cluster.capacity[:, GPU]
         for name, doc, value in (
-                ("total", "GPUs of the nodes that are up", cap[up].sum()),
+                ("capacity", "GPUs of the nodes that are up", cap[up].sum()),
                 ("free", "Free GPU capacity of the nodes that are up", free[up].sum()),
                 ("allocated", "GPUs holding at least one task", (load > 0).sum()),
                 ("shared", "GPUs holding more than one task", (load > 1).sum())):

@@ -18,6 +18,7 @@ import time
 from dlsched.core.types import Launch, Plan, TaskPlacement
 from dlsched.runtime.runs import SAVING, _Run
 from dlsched.runtime.sdk import clean_checkpoints
+from dlsched.runtime.store import ACTIVE
 from dlsched.scheduler import events as ev
 
 
@@ -29,7 +30,7 @@ class RecoveryMixin:
         self.scheduler = scheduler
         counts = {"reattached": 0, "requeued": 0, "held": 0}
         attached_pgs = set()
-        for j in self.store.jobs(("queued", "running", "suspended", "held")):
+        for j in self.store.jobs(ACTIVE):
             job_id = j["job_id"]
             scheduler.handle(self._arrival(job_id), self)
             alloc = self.store.allocation(job_id)
@@ -55,9 +56,9 @@ class RecoveryMixin:
             if j["held"]:
                 scheduler.handle(ev.JobHeld(self._now, job_id, "operator"), self)
                 counts["held"] += 1
-            elif j["state"] == "running":
+            elif j["state"] in ("running", "starting"):
                 self.stats.from_log(job_id)
-                self.store.update_job(job_id, state="suspended")
+                self.store.update_job(job_id, state="queued")
                 self.store.event(job_id, "requeued", "server restart: ranks gone")
                 counts["requeued"] += 1
         for d in self.ckpt_root.glob("*"):

@@ -19,7 +19,7 @@ from dlsched.runtime.spec import RuntimeJobSpec
 from dlsched.scheduler.eventlog import LogRecord
 
 _TAKE = ("launch", "resume", "migrate", "resize")
-_GIVE = ("suspend", "stopped", "held", "finish")
+_GIVE = ("suspend", "stopped", "held", "finish", "cancel")
 
 
 def _gpus(spec: RuntimeJobSpec, workers: int | None) -> dict[int, float]:
@@ -40,8 +40,7 @@ def result_from_store(store, epoch: float, total_gpus: int, *, policy: str, clus
         if jid and jid not in jobs:
             continue
         if kind == "finish" and jobs[jid]["state"] == "cancelled":
-            kind = "held"          # a cancel ends the job for the scheduler; it did not finish
-            r = {**r, "detail": "cancelled"}
+            kind = "cancel"        # a cancel ends the job for the scheduler; it did not finish
         pls = tuple(TaskPlacement(int(t), int(n), tuple(int(g) for g in ids)) for t, n, ids in r["placements"])
         spec = specs[jid].to_jobspec(jid, jobs[jid]["submit_time"] - epoch) if kind == "arrival" else None
         log.append(LogRecord(r["time_s"], kind, jid, r["detail"] or "", placements=pls, cost=r["cost"],

@@ -57,7 +57,7 @@ import time
 from dataclasses import dataclass, field
 
 from dlsched.core.types import GPU, Role, TaskPlacement, TaskSpec
-from dlsched.runtime.joblogs import rank_log
+from dlsched.runtime.joblogs import job_workdir, rank_log
 from dlsched.runtime.sdk import clean_checkpoints, program_key
 from dlsched.scheduler import events as ev
 
@@ -85,6 +85,7 @@ class _Run:
     pending: int = 0
     start_deadline: float = 0.0
     switch: tuple | None = None
+    starting: bool = False                       # made, its ranks not all started (the API: `starting`)
 
 
 class RunsMixin:
@@ -105,9 +106,9 @@ class RunsMixin:
             # ranks are gone now, so its stats log is whole (records are keyed by step: idempotent)
             self.stats.from_log(job_id)
         run_id = f"{job_id}.{attempt}"
-        run = _Run(job_id, run_id, tasks, tuple(pls), [], started=time.time())
+        run = _Run(job_id, run_id, tasks, tuple(pls), [], started=time.time(), starting=True)
         self.runs[job_id] = run
-        self.store.update_job(job_id, attempts=attempt)
+        self.store.update_job(job_id, attempts=attempt, state="starting")   # running once every rank has
         # the runs already on these GPUs shrink to their new share first (shares.py), then this
         # run's group fits beside them
         self._sync_shares(self._run_gpus(pls), skip=job_id)
@@ -138,6 +139,7 @@ class RunsMixin:
                 "iterations": spec.iterations, "epochs": spec.epochs,
                 "checkpoint_every": spec.checkpoint_every, "gpus": float(tasks[tp.task].demand[GPU]),
                 "entry": spec.entry, "log_path": str(rank_log(self.state_dir, job_id, tp.task)),
+                "workdir": spec.workdir or str(job_workdir(self.state_dir, job_id)),
                 "lead_s": PRELOAD_LEAD_S if self.prescheduling else 0.0,
                 # the policy's GPU ids (the same for every job packed on them); none: no GPU
                 # (a worker that ran a GPU rank before must not keep that rank's GPUs)
@@ -184,6 +186,7 @@ class RunsMixin:
     def _confirm_start(self, run: _Run) -> None:
         """Every rank of `run` started: watch them, record the allocation and the start."""
         job_id, run_id, pls, tasks = run.job_id, run.run_id, run.placements, run.tasks
+        run.starting = False
         hs = [self.handles[w] for w in run.workers]
         log.info("job %s: %s: ranks started %.3f s after the run was made", job_id, run_id,
                  time.time() - run.started)
@@ -264,7 +267,7 @@ class RunsMixin:
         at the next poll, so the policy places it again)."""
         log.warning("job %s: %s", run.job_id, reason)
         self._teardown(run, kill=True)
-        self.store.update_job(run.job_id, state="suspended")
+        self.store.update_job(run.job_id, state="queued")
         self.store.event(run.job_id, "start_failed", reason)
         self.q.put(("stopped", (run.job_id, reason), None, time.perf_counter()))
 
@@ -292,17 +295,24 @@ class RunsMixin:
         except Exception:
             pass
 
-    def _stop_run(self, job_id: str, why: str, *, kill: bool = False) -> None:
-        """Checkpoint at the next mini-batch boundary, stop the ranks, free the GPUs."""
+    def _stop_run(self, job_id: str, why: str, *, kill: bool = False) -> dict:
+        """Checkpoint at the next mini-batch boundary, stop the ranks, free the GPUs. A program
+        that runs its own loop (it reported progress but never entered ctx.steps) cannot stop
+        there: it is stopped at once instead of after `stop_timeout_s`. Returns {clean,
+        lost_steps, detail}: whether it stopped at a checkpoint, and the steps it loses if not."""
         run = self.runs.get(job_id)
         if run is None:
-            return
+            return {"clean": True, "lost_steps": 0, "detail": ""}
         ray = self.ray
         t0 = time.time()
         if not self._finish_starting(run):    # (stopped while its ranks were starting)
             kill = True
         hs = [self.handles.get(w) for w in run.workers]
         reusable = {}
+        own_loop = bool(not kill and hs and hs[0] is not None and self._own_loop(hs[0]))
+        if own_loop:
+            self.stats.drain(run)             # its last reports, before its ranks go
+            kill = True
         if not kill and all(h is not None for h in hs):
             try:
                 ray.get([h.stop.remote(run.run_id) for h in hs], timeout=10)
@@ -317,8 +327,32 @@ class RunsMixin:
         if not kill:
             self.stats.drain(run)
         self._teardown(run, kill=kill, reusable=reusable)
+        out = {"clean": not kill, "lost_steps": 0, "detail": ""}
+        if kill:
+            if not own_loop:
+                self.stats.from_log(job_id)   # what rank 0 logged before it was stopped
+            step = int(self.store.job(job_id)["step"] or 0)
+            ck = max((c["step"] for c in self.store.checkpoints(job_id)), default=0)
+            out["lost_steps"] = max(step - ck, 0)
+            cause = ("its program runs its own loop (it never calls ctx.steps), so it cannot stop "
+                     "at a mini-batch boundary; its ranks were stopped at once" if own_loop else
+                     "its ranks did not stop at a mini-batch boundary in time and were stopped")
+            out["detail"] = (f"{cause}; {out['lost_steps']} steps since its last checkpoint "
+                             f"(step {ck}) are lost, it resumes from step {ck}")
+            self.store.event(job_id, "stop_unclean", out["detail"])
         self.store.event(job_id, "stopped", why)
         self.store.event(job_id, "stop_s", f"{time.time() - t0:.3f}")   # a switch's cost (progress.py)
+        return out
+
+    def _own_loop(self, h) -> bool:
+        """Rank 0 of a run reports progress but never entered ctx.steps: its program runs its
+        own loop and cannot stop at a mini-batch boundary (a program still loading has not
+        reported yet: it gets the usual wait)."""
+        try:
+            st = self.ray.get(h.status.remote(), timeout=5)
+        except Exception:
+            return False
+        return st.get("state") == "running" and st.get("reported") and not st.get("in_steps")
 
     # -- a rank ends, the gang breaks --------------------------------------------------------
     def _on_rank_done(self, job_id: str, run_id: str, rank: int, ref, *, out: list) -> None:
@@ -350,7 +384,7 @@ class RunsMixin:
             else:                                    # stopped without being asked: requeue
                 self.stats.drain(run)
                 self._teardown(run, kill=False)
-                self.store.update_job(job_id, state="suspended")
+                self.store.update_job(job_id, state="queued")
                 out.append(ev.JobStopped(self._now, job_id, "ranks stopped"))
 
     def _first_failure(self, run: _Run, rank: int, res: dict) -> tuple[int, dict]:
@@ -391,14 +425,15 @@ class RunsMixin:
         self.store.event(job_id, "gang_broken", reason[:2000])
         if res["state"] == "failed":
             self.failures[job_id] = self.failures.get(job_id, 0) + 1
-            if self.failures[job_id] >= self.max_failures:
+            # a program that cannot be loaded would fail the same way again: not retried
+            if res.get("permanent") or self.failures[job_id] >= self.max_failures:
                 tb = res.get("traceback") or ""
                 head = f"rank {rank} on {self.nodes[node].name} failed first: {res.get('error', '')}"
                 self.store.update_job(job_id, state="failed", finish_time=time.time(), failed_rank=rank,
                                       error=(head + "\n" + tb[-(3900 - len(head)):]) if tb else head)
                 out.append(ev.JobFinish(self._now, job_id))
                 return
-        self.store.update_job(job_id, state="suspended")
+        self.store.update_job(job_id, state="queued")
         out.append(ev.JobStopped(self._now, job_id, reason[:200]))
 
     # -- a node goes or comes back (the node monitor's report) -------------------------------

@@ -23,6 +23,10 @@ Contract
   rank 0 writes what its call returned, to `step-NNNNNNNN.pt.tmp`, then renames it (atomic), and
   keeps the newest two; the ranks then pass a barrier. The file holds `step` (steps done).
 - Reports are kept by rank 0 and drained by the runtime (the server stores and serves them).
+- A program that runs its own loop instead of `steps` may give the step it is at with its
+  report (`ctx.report(step=i, loss=...)`): that is its progress. It cannot be stopped at a
+  mini-batch boundary: a suspend, a migration or a preemption stops it at once, and the work
+  since its last checkpoint is lost (the runtime says how many steps).
 """
 from __future__ import annotations
 
@@ -85,6 +89,7 @@ class JobContext:
     checkpoints: list = field(default_factory=list)
     step: int = 0
     stopped: bool = False
+    in_steps: bool = False       # the program's loop is `steps`: it can stop at a mini-batch boundary
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _step_t0: float = 0.0
     _spe: int | None = None
@@ -206,6 +211,7 @@ class JobContext:
     def steps(self, start: int, save: Callable[[], dict], steps_per_epoch: int | None = None) -> Iterator[int]:
         total = self.total_steps(steps_per_epoch)
         self._spe = steps_per_epoch
+        self.in_steps = True
         step = start
         step_s = None                 # the last step's wall time (for lead_s)
         while step < total:
@@ -232,7 +238,10 @@ class JobContext:
             self._log = None
 
     def report(self, **metrics: float) -> None:
-        """Record this step's metrics (rank 0 keeps them: loss, accuracy, ...)."""
+        """Record this step's metrics (rank 0 keeps them: loss, accuracy, ...). A program with
+        its own loop (no `steps`) gives its step here: `report(step=i, loss=...)`."""
+        if "step" in metrics:
+            self.step = int(metrics.pop("step"))
         if self.rank != 0:
             return
         rec = {"step": self.step, "step_s": time.perf_counter() - self._step_t0, "time": time.time()}

@@ -15,8 +15,13 @@
     model: mlp                      # a name for reports (and the simulator's model zoo)
     user: alice                     # whose job (DRF's fairness is between users; default "default")
     checkpoint_every: 20            # steps between checkpoints (also at every suspend)
+    workdir: runs/digits            # optional: the ranks' working directory (relative to this
+                                    # spec; must exist). Default: the job's own private directory,
+                                    # <state dir>/work/<job id>, so relative paths never collide
 
-The entry's function `main(ctx)` gets a dlsched.runtime.sdk.JobContext.
+The entry's function `main(ctx)` gets a dlsched.runtime.sdk.JobContext. At submit the program
+file must exist, parse, and define `main` (a 'module:function' entry: the module must be
+importable and define the function); what fails here would fail every attempt the same way.
 """
 from __future__ import annotations
 
@@ -49,6 +54,7 @@ FIELDS: dict[str, tuple[str, Any, bool]] = {
     "model": ("str", None, False),
     "user": ("name", "default", False),
     "checkpoint_every": ("int1", 20, False),
+    "workdir": ("str", None, False),
 }
 
 
@@ -71,6 +77,7 @@ class RuntimeJobSpec:
     model: str | None = None
     user: str = "default"
     checkpoint_every: int = 20
+    workdir: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -184,12 +191,64 @@ def job_spec_from_dict(spec: Any, *, file: str | None = None, base_dir: Path | N
         entry = str(p.resolve())
     elif not _ENTRY_FN.match(entry):
         err("entry", f"must be a .py file or 'package.module:function', got {entry!r}")
+    problem = program_problem(entry)
+    if problem:
+        err("entry", problem)
     vals["entry"] = entry
+    if vals.get("workdir") is not None:
+        w = Path(vals["workdir"])
+        if not w.is_absolute():
+            w = (base_dir or Path.cwd()) / w
+        if not w.is_dir():
+            err("workdir", f"no such directory: {w}")
+        vals["workdir"] = str(w.resolve())
     vals.setdefault("args", {})
     return RuntimeJobSpec(**vals)
 
 
 MAX_SPEC_FILE_BYTES = 1024 ** 2
+MAX_PROGRAM_BYTES = 16 * 1024 ** 2
+
+
+def program_problem(entry: str) -> str:
+    """Why the program `entry` cannot run ("" when it can, as far as can be told without
+    running it): the file does not parse, or defines no `main`; a 'module:function' whose
+    module cannot be found or does not define the function."""
+    import ast
+    import importlib.util
+    if entry.endswith(".py"):
+        path, fn = Path(entry), "main"
+    else:
+        mod, fn = entry.split(":")
+        try:
+            found = importlib.util.find_spec(mod)
+        except (ImportError, ValueError) as e:
+            return f"cannot import {mod}: {e}"
+        if found is None:
+            return f"no module named {mod!r} (for {entry})"
+        if not (found.origin or "").endswith(".py"):
+            return ""                           # compiled or namespace: checked when it runs
+        path = Path(found.origin)
+    try:
+        if path.stat().st_size > MAX_PROGRAM_BYTES:
+            return f"{path}: over {MAX_PROGRAM_BYTES} bytes"
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except SyntaxError as e:
+        return f"{path}, line {e.lineno}: the program does not parse: {e.msg}"
+    except (OSError, ValueError) as e:
+        return f"{path}: cannot read the program: {e}"
+    for node in tree.body:
+        names = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.asname or a.name.split(".")[0] for a in node.names]
+        if fn in names:
+            return ""
+    return f"{path} defines no top-level {fn}() (a job's program is `def {fn}(ctx): ...`)"
 
 
 def load_job_spec(path: str | Path) -> RuntimeJobSpec:

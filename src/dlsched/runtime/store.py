@@ -37,8 +37,13 @@ CREATE TABLE IF NOT EXISTS schedlog (id INTEGER PRIMARY KEY AUTOINCREMENT, time_
   job_id TEXT, detail TEXT, placements TEXT, cost TEXT, packed INTEGER);
 """
 
-# Job states the store knows. `held`: stopped by an operator until resumed.
-ACTIVE = ("queued", "running", "suspended", "held")
+# Job states the store knows (docs: `dlsched jobs`):
+#   queued     waits to be placed: never started, preempted by the policy, or resumed
+#   starting   placed; its ranks are starting (a cold worker imports torch: seconds)
+#   running    every rank started
+#   suspended  stopped by a user (`job suspend`) until resumed; `error` says by whom and when
+#   held       stopped by the system until resumed: the policy raised about it (`error`: why)
+ACTIVE = ("queued", "starting", "running", "suspended", "held")
 FINAL = ("done", "failed", "cancelled", "rejected")
 
 
@@ -56,6 +61,13 @@ class Store:
             cols = {r[1] for r in self.db.execute("PRAGMA table_info(jobs)")}
             if "failed_rank" not in cols:        # a store written before the column existed
                 self.db.execute("ALTER TABLE jobs ADD COLUMN failed_rank INTEGER")
+            # a store written before `suspended` meant a user's suspend: a preempted job waiting
+            # was `suspended`, a user's suspend `held` with no reason
+            if self.meta("states") != "2":
+                self.db.execute("UPDATE jobs SET state='queued' WHERE state='suspended' AND held=0")
+                self.db.execute("UPDATE jobs SET state='suspended', error='suspended by a user' "
+                                "WHERE state='held' AND held=1 AND (error IS NULL OR error='')")
+                self.db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('states', '2')")
 
     def close(self) -> None:
         with self._lock:
@@ -158,6 +170,7 @@ class Store:
                 (time.time() if t is None else t, job_id, kind, detail))
 
     def events(self, job_id: str | None = None, limit: int = 1000) -> list[dict]:
+        """The newest `limit` events (of one job, or all), oldest first."""
         if job_id:
             rows = self._x("SELECT * FROM events WHERE job_id=? ORDER BY id DESC LIMIT ?", (job_id, limit))
         else:

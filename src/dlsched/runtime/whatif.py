@@ -51,7 +51,7 @@ def live_state(backend) -> dict:
         if rec.state in (JobState.DONE, JobState.HELD, JobState.REJECTED):
             continue
         j = store.job(rec.job_id)
-        if j is None or j["state"] not in ("queued", "running", "suspended"):
+        if j is None or j["state"] not in ("queued", "starting", "running"):
             continue
         row = {k: v for k, v in job_to_row(rec.spec).items() if v is not None}
         row["submit_time_s"] = min(rec.spec.submit_time_s - now, 0.0)
@@ -112,7 +112,7 @@ def history(store) -> dict:
     for j in jobs:
         spec = RuntimeJobSpec(**j["spec"])
         ran = sum((r["end"] if r["end"] is not None else now) - r["start"]
-                  for r in _runs(list(reversed(store.events(j["job_id"], limit=100000)))))
+                  for r in _runs(store.events(j["job_id"], limit=100000)))     # (oldest first)
         steps, total = float(j["step"] or 0), float(spec.iterations or 0)
         if j["state"] != "done":
             if steps <= 0 or ran <= 0 or total <= 0:

@@ -93,19 +93,19 @@ class RankWorker:
             raise RuntimeError(f"worker busy with {self.run_id}")
         if address is not None:
             payload = {**payload, "master_addr": address[0], "master_port": address[1]}
-        fields = {k: v for k, v in payload.items() if k not in ("entry", "env", "log_path")}
+        fields = {k: v for k, v in payload.items() if k not in ("entry", "env", "log_path", "workdir")}
         for k, v in (payload.get("env") or {}).items():
             os.environ[k] = v
         self.ctx = JobContext(**fields)
         self.run_id, self.job_id = payload["run_id"], payload["job_id"]
         self.result = None
         self.done.clear()
-        self.thread = threading.Thread(target=self._run, args=(payload["entry"], payload.get("log_path")),
-                                       daemon=True)
+        self.thread = threading.Thread(target=self._run, args=(payload["entry"], payload.get("log_path"),
+                                                               payload.get("workdir")), daemon=True)
         self.thread.start()
         return self.run_id
 
-    def _run(self, entry: str, log_path: str | None) -> None:
+    def _run(self, entry: str, log_path: str | None, workdir: str | None = None) -> None:
         import contextlib
 
         from dlsched.runtime.joblogs import Capture
@@ -117,16 +117,25 @@ class RankWorker:
         pre = self.preloads.setdefault(key, None)      # loaded from here on, by this run if not before
         if pre is not None:
             pre.join()
+        loaded = False
         try:
+            if workdir:                # the job's own working directory (one rank at a time here)
+                os.makedirs(workdir, mode=0o700, exist_ok=True)
+                os.chdir(workdir)
             with cap:
                 try:
-                    load_entry(entry)(ctx)
+                    fn = load_entry(entry)
+                    loaded = True
+                    fn(ctx)
                 except BaseException:
                     traceback.print_exc()      # into the rank's log, where the user looks
                     raise
             self.result = {"state": "stopped" if ctx.stopped else "done", "step": ctx.step}
         except BaseException as e:  # the program's own failure: reported, the worker lives on
+            # a program that cannot even be loaded (syntax or import error, no main) fails the
+            # same way on every attempt: `permanent`, not retried
             self.result = {"state": "failed", "step": ctx.step, "failed_at": time.time(),
+                           "permanent": not loaded,
                            "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-4000:]}
         finally:
             ctx.close()
@@ -157,9 +166,12 @@ class RankWorker:
         return False
 
     def status(self) -> dict:
+        ctx = self.ctx
         return {"run_id": self.run_id, "job_id": self.job_id,
                 "state": "running" if not self.done.is_set() else ("idle" if self.result is None else "finished"),
-                "result": self.result, "step": self.ctx.step if self.ctx else 0}
+                "result": self.result, "step": ctx.step if ctx else 0,
+                # can it stop at a mini-batch boundary? (its loop is ctx.steps); has it reported?
+                "in_steps": bool(ctx and ctx.in_steps), "reported": bool(ctx and ctx._seq)}
 
     def drain(self, ack: int = 0) -> tuple[list, list]:
         return self.ctx.drain(ack) if self.ctx is not None else ([], [])

@@ -86,7 +86,7 @@ class Scheduler:
         self._dirty = False
         self._static = bool(profile.order.static)
         self._first_fit = len(profile.scorers) == 1 and bool(profile.scorers[0][0].first_fit)
-        self._never_fits = NeverFits(profile.filters)
+        self.never_fits = NeverFits(profile.filters)   # also asked at submit (the runtime)
         self._local_scores = all(sc.node_local for sc, _ in profile.scorers)
         self._fast = FastPlacer.for_profile(profile) if self._local_scores else None
         self._dynamic = bool(profile.order.dynamic)
@@ -220,7 +220,7 @@ class Scheduler:
         rec = JobRecord(job, job.tasks)
         self.jobs[job.job_id] = rec
         self._log_rec((e.time, "arrival", job.job_id, "", (), None, False, job, None))
-        reason = self._never_fits(job, backend)
+        reason = self.never_fits(job, backend)
         if reason:
             rec.state = JobState.REJECTED
             rec.reject_reason = reason

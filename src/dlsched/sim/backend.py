@@ -505,6 +505,11 @@ class SimBackend:
         """Checkpoint (progress is kept) and free everything the job holds."""
         self._advance(r, now)
         self._set_rate(r, 0.0, now)
+        cut = switch_cost.unspent_hold_s(r.restart_until, now)    # a restart cut short: charge
+        if cut > 0:                                                # only what it spent
+            r.lost_s -= cut
+            r.lost_gpu_s -= cut * r.hold_gpus
+            r.restart_until = now
         if r.placements:
             r.last_nodes = tuple(sorted({tp.node for tp in r.placements.values()}))
         for tp in list(r.placements.values()):

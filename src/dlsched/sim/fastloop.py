@@ -519,7 +519,7 @@ def _inputs(sched, be) -> dict | None:
     reasons: dict[int, str] = {}
     tdem: list[int] = []
     tgpu: list[int] = []
-    never = sched._never_fits
+    never = sched.never_fits
     for j, s in enumerate(specs):
         if (s.kind != "dl" or s.iterations is not None or s.save_s != 0
                 or not (s.launch_s == 0 or (s.launch_s is None and s.data_gb is None))):

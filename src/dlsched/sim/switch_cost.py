@@ -43,7 +43,10 @@ state at a mini-batch boundary; workload/packing.py, parameter sizes from the mo
               progress for (ready - now) + restore                             (costed_hold_s)
 
 Lost time: every restart's hold (plain or costed) is added to job_stats switch_lost_s, and
-x the GPUs it holds to switch_lost_gpu_s.
+x the GPUs it holds to switch_lost_gpu_s, when it begins. A restart cut short (the job stopped
+again before its hold is over) is charged only what it spent: the unspent rest of its hold,
+unspent_hold_s, is taken back when it stops, so that per job GPU-seconds held = GPU-seconds of
+progress + switch_lost_gpu_s.
 
 Sharing and packing (sharing_factor). A job whose GPUs also hold other jobs runs at a fraction
 of its solo speed: in packing mode (a Launch / Resume with `packed = True` for it or for any job
@@ -72,7 +75,7 @@ from dlsched.workload.packing import GBPS, SwitchCost, checkpoint_bytes, packed_
 
 __all__ = ["GBPS", "SwitchCost", "checkpoint_bytes", "restart_hold_s", "boundary_wait_s",
            "checkpoint_done_at", "resume_restore_s", "move_restore_s", "costed_hold_s",
-           "sharing_factor"]
+           "unspent_hold_s", "sharing_factor"]
 
 _EPS = 1e-9
 
@@ -140,6 +143,12 @@ def costed_hold_s(now: float, busy_until: Iterable[float], restore_s: float) -> 
     for t in busy_until:
         ready = max(ready, t)
     return (ready - now) + restore_s
+
+
+def unspent_hold_s(hold_until: float, now: float) -> float:
+    """The part of a restart's hold, charged whole when it began and over at `hold_until`, not
+    spent by `now` (the job stops): 0 once the hold is over."""
+    return hold_until - now if hold_until > now else 0.0
 
 
 def sharing_factor(model: str | None, others: Sequence[tuple[str, str | None]], packed: bool,

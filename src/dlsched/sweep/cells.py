@@ -1,7 +1,8 @@
 """Running one cell, and the folder a sweep's results stream into.
 
     OUT/cells/<key>.json     one finished cell: its inputs and metrics (written whole, renamed in)
-    OUT/failed/<key>.json    one failed cell: its inputs and the error (tried again on a re-run)
+    OUT/failed/<key>.json    one cell that failed in the last run: its inputs and the error (tried
+                             again on a re-run); the folder is there only when a cell failed
     OUT/results.parquet      every finished cell, one row each, rewritten as cells finish
     OUT/report.md            the cells compared (mean +/- std over seeds), written at the end
 
@@ -78,8 +79,23 @@ class CellStore:
         self.failed_dir = self.out / "failed"
 
     def prepare(self) -> None:
-        for d in (self.out, self.done_dir, self.failed_dir):
+        """Make OUT and cells/; forget the failures of an earlier run (each failed cell is tried
+        again, and fails again into failed/, which the first failure makes: save_failed). An
+        earlier failure is no cache: a fixed input file is a new cell, whose key the old record
+        does not have, so the record would stay behind forever."""
+        for d in (self.out, self.done_dir):
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.failed_dir.is_dir():
+            for p in self.failed_dir.glob("*.json"):
+                p.unlink(missing_ok=True)
+            self.tidy()
+
+    def tidy(self) -> None:
+        """Remove failed/ where nothing is left in it."""
+        try:
+            self.failed_dir.rmdir()                 # only an empty folder goes
+        except OSError:
+            pass
 
     def done(self, cell: Cell) -> dict | None:
         p = self.done_dir / f"{cell.key()}.json"
@@ -102,6 +118,7 @@ class CellStore:
 
     def save_failed(self, cell: Cell, error: str) -> dict:
         record = {**cell_record(cell), "error": error}
+        self.failed_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._write(self.failed_dir / f"{cell.key()}.json", record)
         return record
 

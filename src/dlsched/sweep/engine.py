@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from dlsched.sweep.cells import error_line, run_cell
-from dlsched.sweep.grid import Cell
+from dlsched.sweep.grid import Cell, seeded
 
 OBJECT_STORE = 256 * 1024 ** 2
 
@@ -77,15 +77,15 @@ def run_cells(ray, cells: Iterable[Cell], on_done: Callable[[Cell, dict | None, 
     """Run `cells` as Ray tasks; `on_done(cell, result, error)` as each one ends (in the order they
     end). A failed cell calls on_done with its error line; the others go on."""
     from dlsched.cluster.topology import load_cluster
-    from dlsched.workload.io import is_named_workload, load_workload
+    from dlsched.workload.io import load_workload
     task = _task(ray)
     clusters: dict[str, object] = {}
     workloads: dict[tuple, object] = {}
     pending: dict = {}
     broken: dict = {}     # input -> why it failed to load (its cells fail, the others run)
     for cell in cells:
-        # a generator's jobs depend on the seed; a file's do not
-        wkey = (cell.workload, cell.seed if is_named_workload(cell.workload) else None)
+        # a generator's jobs depend on the seed; a trace's (bundled or a file) do not: loaded once
+        wkey = (cell.workload, cell.seed if seeded(cell.workload) else None)
         for key, load, store in ((cell.cluster, lambda: load_cluster(cell.cluster), clusters),
                                  (wkey, lambda: load_workload(cell.workload, seed=cell.seed), workloads)):
             if key not in store and key not in broken:

@@ -80,6 +80,14 @@ class Sweep:
     file: str
 
 
+def seeded(workload: str) -> bool:
+    """Whether a cell's seed changes its workload's jobs: a generator (`poisson:...`) draws them
+    from the seed; a trace (a bundled one such as `pollux-6`, or a file) is the same jobs whatever
+    the seed, so its cells differ by seed only where a policy draws random numbers itself."""
+    from dlsched.workload.generators import GENERATORS
+    return "/" not in workload and workload.partition(":")[0].strip() in GENERATORS
+
+
 def _list(spec: dict, key: str, file: str, kind=str) -> list:
     v = spec.get(key)
     if v is None:

@@ -13,7 +13,7 @@ from typing import Callable
 
 from dlsched.sweep.cells import CellStore
 from dlsched.sweep.engine import Throttle, ray_session, run_cells
-from dlsched.sweep.grid import Sweep, load_sweep
+from dlsched.sweep.grid import Sweep, load_sweep, seeded
 
 REPORT_METRICS = (("mean_jct_s", "mean JCT (s)"), ("p95_jct_s", "p95 JCT (s)"), ("mean_wait_s", "mean wait (s)"),
                   ("p95_wait_s", "p95 wait (s)"), ("makespan_s", "makespan (s)"), ("gpu_util", "GPU util"))
@@ -62,6 +62,7 @@ def run_sweep(path: str | Path, out: Path, *, address: str | None = None, worker
         table.flush()
     if records:
         store.write_table(records)
+    store.tidy()                                    # no empty failed/ left behind
     outcome = SweepOutcome(sw, records, failed, skipped, len(todo), Path(out))
     outcome.groups = compare(records)
     write_report(outcome)
@@ -116,6 +117,12 @@ def write_report(o: SweepOutcome) -> Path:
              "cluster / workload / parameters.", "",
              "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
+    fixed = sorted({Path(c.workload).name for c in o.sweep.cells if not seeded(c.workload)})
+    if fixed and len({c.seed for c in o.sweep.cells}) > 1:
+        lines += ["", f"Fixed workloads: {', '.join(fixed)}. Their jobs are the same whatever the seed (a trace, not "
+                  "a generator), so their ± is only what the policies draw at random themselves: 0 for a "
+                  "deterministic policy. For a spread over workloads, use a seeded generator (such as "
+                  "`poisson:jobs=160,rate=0.005`) or list several traces."]
     if o.failed:
         lines += ["", "## Failed cells", ""]
         for f in o.failed:

@@ -73,6 +73,11 @@ def install_web(app, sessions: Sessions, config: Callable[[], dict], link_login:
         @app.get("/login", include_in_schema=False)
         def login_link(request: Request, token: str = ""):
             return _login(request, sessions, token)
+    else:
+        @app.get("/login", include_in_schema=False)
+        def login_page():
+            """The login page lives at `/` (a bookmark or a guess of /login lands there)."""
+            return RedirectResponse("/", status_code=303, headers=PAGE_HEADERS)
 
     @app.post("/logout", include_in_schema=False)
     def logout(request: Request):
