@@ -193,3 +193,8 @@ def test_report_states_and_the_wait_until_the_first_step(runtime, tmp_path):
         r = t.loc[jid]
         assert r.starting_s >= 0 and abs(r.wait_s + r.starting_s - r.ttfp_s) < 1e-6, r
     s.post(f"/jobs/{held}/cancel")
+    # the listing's filters and the log's tail, on the same jobs
+    assert "step " not in s.cli("logs", done, "--tail", "0").stdout
+    assert "step " in s.cli("logs", done, "--tail", "1").stdout
+    assert done in s.cli("jobs", "--user", "default", "--since", "1h").stdout
+    assert done not in s.cli("jobs", "--user", "nobody").stdout

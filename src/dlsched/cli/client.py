@@ -12,6 +12,14 @@ from dlsched.core.errors import DlschedError, Refused
 STATE_HELP = "state dir (db, checkpoints, logs, token); default $DLSCHED_STATE_DIR or ~/.dlsched"
 
 
+def new_app(**kw):
+    """A Typer app (or sub-app) whose help is Markdown: a command's docstring is a one-line
+    summary, then paragraphs that rich wraps to the terminal (a docstring's own line breaks are
+    not kept; a list or a code block still is)."""
+    import typer
+    return typer.Typer(rich_markup_mode="markdown", **kw)
+
+
 def _state(state_dir: Optional[Path]) -> Path:
     from dlsched.runtime.server import default_state_dir
     return Path(state_dir) if state_dir else default_state_dir()

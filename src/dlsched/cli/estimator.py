@@ -33,8 +33,9 @@ def _metrics_table(metrics: dict, title: str):
 
 
 def register(app: typer.Typer) -> None:
-    est_app = typer.Typer(no_args_is_help=True,
-                          help="Liquid's resource requirement estimator: train and evaluate.")
+    from dlsched.cli.client import new_app
+    est_app = new_app(no_args_is_help=True,
+                      help="Liquid's resource requirement estimator: train and evaluate.")
     app.add_typer(est_app, name="estimator")
 
     @est_app.command("train")

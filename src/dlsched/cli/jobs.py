@@ -13,10 +13,10 @@ from typing import Optional
 
 import typer
 
-from dlsched.cli.client import STATE_HELP, Client, _table
+from dlsched.cli.client import STATE_HELP, Client, _table, new_app
 from dlsched.core.errors import DlschedError
 
-job_app = typer.Typer(no_args_is_help=True, help="Inspect or control one job: show, suspend, resume, migrate, cancel.")
+job_app = new_app(no_args_is_help=True, help="Inspect or control one job: show, suspend, resume, migrate, cancel.")
 
 # the states a job can be in (GET /jobs), in the order `dlsched jobs --state` documents them
 STATES = ("queued", "starting", "running", "suspended", "held", "done", "failed", "cancelled", "rejected")
@@ -107,8 +107,10 @@ def register_jobs(app: typer.Typer) -> None:
              rank: Optional[int] = typer.Option(None, min=0, help="with --output: this rank only (default: every rank)"),
              state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
              url: Optional[str] = typer.Option(None)):
-        """A job's events and per-step statistics (loss, accuracy, step time), or with --output
-        what its ranks printed."""
+        """A job's events and per-step statistics, or what its ranks printed.
+
+        The statistics are loss, accuracy and step time per step; --output shows the ranks'
+        stdout and stderr instead."""
         c = Client(state_dir, url)
         if output:
             first = c.get(f"/jobs/{job_id}/output", params={"rank": rank or 0})

@@ -18,11 +18,12 @@ from typing import Optional
 
 import typer
 
+from dlsched.cli.client import new_app
 from dlsched.core.errors import DlschedError, Refused
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="dlsched: schedule deep-learning training jobs on shared GPU clusters.")
-workload_app = typer.Typer(no_args_is_help=True, help="Generate, convert and describe workloads.")
+app = new_app(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+              help="dlsched: schedule deep-learning training jobs on shared GPU clusters.")
+workload_app = new_app(no_args_is_help=True, help="Generate, convert and describe workloads.")
 app.add_typer(workload_app, name="workload")
 
 CLUSTER_HELP = "a preset (seed000, seed002, liquid-N, v100-N, pollux, philly) or a cluster YAML file"
@@ -278,6 +279,7 @@ def view(
     port: int = typer.Option(8471, "--port", min=0, max=65535, help="port on 127.0.0.1 (0: any free one)"),
 ):
     """Browse a simulated run in a web browser: GPU timeline, the cluster at any time, each job.
+
     Listens on 127.0.0.1 only, read-only; prints a login URL with a token made for this process."""
     from dlsched.web.replay import serve
     serve(out_dir, port)

@@ -92,7 +92,8 @@ def register(app: typer.Typer) -> None:
             while True:
                 if server.poll() is not None or time.monotonic() - t0 > timeout_s:
                     _stop_pids(sd)
-                    raise DlschedError(f"the server did not start; see {logs / 'server.log'}")
+                    raise DlschedError(f"the server did not start: {_why_not(logs / 'server.log', port)}; "
+                                       f"see {logs / 'server.log'}")
                 try:
                     h = Client(sd).get("/health")
                 except DlschedError:
@@ -108,8 +109,10 @@ def register(app: typer.Typer) -> None:
 
     @app.command("down")
     def down(state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP)):
-        """Stop the server holding this state dir (started by `up` or by hand) and the Ray
-        cluster that `dlsched up` started for it (nothing else)."""
+        """Stop the server of this state dir and the Ray cluster `up` started for it.
+
+        The server is stopped whoever started it (`up` or by hand); the Ray cluster only when
+        `dlsched up` started it, and nothing else."""
         from dlsched.runtime.server import lock_holder
         sd = _state(state_dir)
         if not (sd / "up.json").exists() and lock_holder(sd) is None:
@@ -159,9 +162,11 @@ def register(app: typer.Typer) -> None:
                force: bool = typer.Option(False, "--force", help="replace the contents of a non-empty --out"),
                state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
                url: Optional[str] = typer.Option(None)):
-        """The real run so far as a simulation reports one: summary.json, jobs / timeline Parquet
-        and report.html, computed from the server's event log; and calibration.json, the step
-        times and switch costs it measured (the simulator's input to replay it)."""
+        """The real run so far, reported as a simulation is.
+
+        Writes summary.json, the jobs and timeline Parquet tables and report.html, computed from
+        the server's event log; and calibration.json, the step times and switch costs it
+        measured (the simulator's input to replay it)."""
         from dlsched.cli.main import _check_out, _clear_out
         _check_out(out, force)
         data = Client(state_dir, url).get("/report")
@@ -193,8 +198,10 @@ def register(app: typer.Typer) -> None:
                as_json: bool = typer.Option(False, "--json", help="the whole answer as JSON"),
                state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
                url: Optional[str] = typer.Option(None)):
-        """What if: simulate each policy from the cluster's state now (or a state file): mean
-        wait, mean JCT, utilisation, and each waiting job's predicted start and finish."""
+        """What if: simulate each policy from the cluster's state now (or a state file).
+
+        Prints each policy's mean wait, mean JCT and utilisation, and each waiting job's
+        predicted start and finish."""
         from dlsched.runtime.server import parse_duration
         try:
             h = parse_duration(horizon)
@@ -231,8 +238,10 @@ def register(app: typer.Typer) -> None:
     def export(out: Path = typer.Option(..., "--out", "-o", help="workload file: .csv, .parquet or .jsonl (.gz)"),
                state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
                url: Optional[str] = typer.Option(None)):
-        """The live history as a workload in the common schema (replay it under any policy with
-        `dlsched simulate -w FILE`): each job's arrival and its measured run time."""
+        """Write the live history as a workload in the common schema.
+
+        Each job's arrival and its measured run time: replay it under any policy with
+        `dlsched simulate -w FILE`."""
         from dlsched.cli.main import _check_out
         from dlsched.workload.io import save_workload
         from dlsched.workload.schema import job_from_row
@@ -296,7 +305,51 @@ def _port_free(port: int) -> None:
         try:
             s.bind(("127.0.0.1", port))
         except OSError as e:
-            raise DlschedError(f"--port {port}: cannot listen on 127.0.0.1:{port}: {e.strerror}") from None
+            raise DlschedError(f"--port {port}: cannot listen on 127.0.0.1:{port}: {e.strerror}"
+                               f"{port_holder(port)}") from None
+
+
+def port_holder(port: int) -> str:
+    """Who listens on TCP `port`, as a suffix for an error line: ' (taken by pid N: its command
+    line)', read from /proc (Linux); '' where it cannot be told."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    parts = line.split()
+                    if parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:   # LISTEN
+                        inodes.add(f"socket:[{parts[9]}]")
+        except (OSError, StopIteration, IndexError, ValueError):
+            continue
+    if not inodes:
+        return ""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") in inodes for fd in fds):
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+                return f" (taken by pid {pid}: {cmd[:200]})"
+        except OSError:
+            continue
+    return " (taken by a process this user cannot see)"
+
+
+def _why_not(log: Path, port: int) -> str:
+    """Why a server `up` started did not come up: its last error line (the CLI's `error: ...`),
+    and who holds the port when that is the reason."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()[-200:]
+    except OSError:
+        lines = []
+    err = next((ln[len("error: "):] for ln in reversed(lines) if ln.startswith("error: ")), "")
+    if "cannot listen" in err or not err:
+        held = port_holder(port)
+        if held:
+            return f"port {port} is taken{held}"
+    return err or "it exited without saying why"
 
 
 def _stop_pids(sd: Path) -> list[str]:

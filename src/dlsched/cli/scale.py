@@ -50,8 +50,10 @@ def register(app: typer.Typer) -> None:
         ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_HELP),
         workers: Optional[int] = typer.Option(None, "--workers", min=1, max=1024, help=WORKERS_HELP),
     ):
-        """Run every cell of a sweep (clusters x workloads x policies x parameters x seeds) as Ray
-        tasks; stream them into OUT/results.parquet and compare them in OUT/report.md."""
+        """Run every cell of a sweep as Ray tasks and compare them.
+
+        The cells are clusters x workloads x policies x parameters x seeds; they stream into
+        OUT/results.parquet and are compared in OUT/report.md."""
         from dlsched.cli.main import _console
         from dlsched.report import rich_table
         from dlsched.sweep.grid import load_sweep
@@ -94,8 +96,10 @@ def register(app: typer.Typer) -> None:
         ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_HELP),
         workers: Optional[int] = typer.Option(None, "--workers", min=1, max=1024, help=WORKERS_HELP),
     ):
-        """Capacity planning: the smallest cluster (one node group scaled) and the best policy that
-        meet a target on a workload, by parallel bisection on Ray; prints the curve."""
+        """Capacity planning: the smallest cluster and the best policy that meet a target.
+
+        One node group of the cluster is scaled, by parallel bisection on Ray, on the workload
+        given; prints the curve."""
         from dlsched.cli.main import _check_out, _check_policies, _clear_out, _console
         from dlsched.report import rich_table
         from dlsched.sweep.plan import parse_target, run_plan, write_plan

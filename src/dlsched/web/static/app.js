@@ -19,7 +19,7 @@
 
 const state = { config: null, jobs: null, colors: new Map(), charts: [], timer: null, generation: 0, t: null, window: 3600 };
 const PAGES = { cluster: clusterPage, queue: queuePage, job: jobPage, timeline: timelinePage, whatif: whatifPage };
-const WAITING = ["queued", "suspended"];   // waiting for the scheduler when /jobs has no queue_position
+const WAITING = ["queued", "starting"];   // waiting for the scheduler (or its ranks) when /jobs has no queue_position
 const REFRESH_MS = 5000;
 
 function h(tag, attrs = {}, ...kids) {
@@ -195,12 +195,14 @@ function gpuCell(g, who, load, pending) {
 async function queuePage(view) {
   const jobs = await jobsList();
   const ranked = jobs.some((j) => "queue_position" in j);
+  // in the policy's order; then the placed jobs whose ranks are still starting (no position)
   const waiting = ranked
     ? jobs.filter((j) => j.queue_position !== null && j.queue_position !== undefined).sort((a, b) => a.queue_position - b.queue_position)
+      .concat(jobs.filter((j) => j.state === "starting" && (j.queue_position === null || j.queue_position === undefined)))
     : jobs.filter((j) => WAITING.includes(j.state));
   const now = Date.now() / 1000;
   const rows = waiting.map((j, i) => [
-    String(ranked ? j.queue_position : i + 1), jobLink(j.job_id), j.name, j.state,
+    ranked ? (j.queue_position ? String(j.queue_position) : "–") : String(i + 1), jobLink(j.job_id), j.name, j.state,
     `${j.workers} × ${fmtValue(j.gpus_per_worker)}`, fmtTime(j.submit_time), fmtDur(now - j.submit_time), j.waiting_reason || ""]);
   const running = jobs.filter((j) => j.state === "running").length;
   view.append(h("h1", {}, "Queue"),
