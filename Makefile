@@ -4,14 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser promtool demo test property bench bench-runtime soak clean
+.PHONY: install browser promtool demo test docs property bench bench-runtime soak clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first, pinned: the CPU build (a plain or open-ended `torch` pulls gigabytes of CUDA)
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -46,7 +46,13 @@ promtool:
 # another; the tests that start a Ray of their own in the other (tests/conftest.py); the rest are
 # spread over both
 test: $(STAMP) browser promtool
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 	$(BIN)/python -m pytest tests -n 2 --durations=15
+
+# the docs site (mkdocs.yml, docs/) on http://127.0.0.1:8000, rebuilt on every change; `make test`
+# builds it with --strict (a broken link, anchor or a page missing from the nav fails) into site/
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 # the Hypothesis properties at 10,000 examples each (make test runs 500)
 property: $(STAMP)

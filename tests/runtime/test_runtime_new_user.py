@@ -93,7 +93,7 @@ def test_suspend_says_suspended_by_whom_then_resume_queues(runtime):
     out = s.cli("job", "suspend", b).stdout
     assert out.startswith(f"{b} suspended at step") and len(out.strip().splitlines()) == 1, out
     j = s.get(f"/jobs/{b}")
-    assert j["state"] == "suspended" and j["reason"].startswith("suspended by the operator at "), j
+    assert j["state"] == "suspended" and j["reason"].startswith("suspended by admin at "), j
     blocker = s.submit(digits_spec(name="blocker", workers=4, gpus_per_worker=2, iterations=100000,
                                    args={"hidden": 32, "lr": 0.1, "seed": 0, "delay_s": 0.02}))
     s.wait_state(blocker, "running", 150)

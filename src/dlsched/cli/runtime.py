@@ -40,10 +40,14 @@ def register(app: typer.Typer) -> None:
            state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
            policy_config: Optional[Path] = typer.Option(None, "--policy-config", help=POLICY_CONFIG_HELP),
            round_s: Optional[float] = typer.Option(None, min=0.1, help=ROUND_HELP),
+           queues: Optional[Path] = typer.Option(None, "--queues", help=QUEUES_HELP),
            timeout_s: float = typer.Option(180.0, min=1.0, help="give up if not up in this time")):
         """Start a local Ray cluster of virtual GPU nodes and the server."""
         from dlsched.runtime.server import ensure_token, holder_text, lock_holder
         check_policy(policy, policy_config)  # before anything starts
+        if queues is not None:
+            from dlsched.tenancy import load_queues
+            load_queues(queues)              # a bad queue file: one line, before anything starts
         sd = _state(state_dir)
         if lock_holder(sd) is not None:
             raise DlschedError(f"a server is already running on state dir {sd} ({holder_text(sd)}); "
@@ -85,6 +89,8 @@ def register(app: typer.Typer) -> None:
             cmd += ["--policy-config", str(policy_config.resolve())]
         if round_s is not None:
             cmd += ["--round-s", str(round_s)]
+        if queues is not None:
+            cmd += ["--queues", str(queues.resolve())]
         server = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=open(logs / "server.log", "ab"),
                                   stderr=subprocess.STDOUT, start_new_session=True, env=env)
         upf.write_text(json.dumps({"keeper_pid": keeper.pid, "server_pid": server.pid}))
@@ -132,11 +138,14 @@ def register(app: typer.Typer) -> None:
                policy_config: Optional[Path] = typer.Option(None, "--policy-config", help=POLICY_CONFIG_HELP),
                namespace: str = typer.Option("dlsched", help="Ray namespace of this server's workers and groups"),
                cleanup_on_exit: bool = typer.Option(False, help="on a clean stop, stop every job and worker (default: leave them for the next server)"),
+               queues: Optional[Path] = typer.Option(None, "--queues", help=QUEUES_HELP),
                embedded: bool = typer.Option(False, hidden=True)):
         """Run the scheduler with a RayBackend and the REST API (blocks)."""
         import logging
         from dlsched.runtime.server import Server
         settings = check_policy(policy, policy_config)
+        from dlsched.tenancy import load_queues
+        tree = load_queues(queues) if queues is not None else None
         sd = _state(state_dir)
         if ray_address is None:
             ci = sd / "cluster.json"
@@ -150,7 +159,7 @@ def register(app: typer.Typer) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
         s = Server(sd, policy=policy, ray_address=ray_address, host=host, port=port,
                    warm_per_node=warm_per_node, round_s=round_s, policy_settings=settings,
-                   embedded=embedded, namespace=namespace,
+                   embedded=embedded, namespace=namespace, queues=tree,
                    cleanup_on_exit=cleanup_on_exit)      # takes the state dir's lock, or refuses
         sock = s.bind()                                  # a port in use is refused before Ray
         counts = s.start()
@@ -272,6 +281,7 @@ def load_plugins() -> None:
             raise DlschedError(f"DLSCHED_PLUGINS: cannot import {mod}: {type(e).__name__}: {e}") from None
 
 
+QUEUES_HELP = "the queue tree (YAML: queues with quotas); default: one queue, `default`, with no quota"
 POLICY_CONFIG_HELP = "YAML of policy settings, as `dlsched simulate --policy-config` takes"
 ROUND_HELP = ("seconds between periodic rounds (default: the policy's own, e.g. gandiva's 60 s quantum or "
               "optimus's 60 s re-allocation; 30 s for the others, whose rounds are event-driven)")

@@ -58,7 +58,7 @@ class _TooLarge(Exception):
 
 
 def make_app(server: "Server"):
-    from fastapi import APIRouter, Depends, FastAPI, HTTPException, Response
+    from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Response
     from pydantic import BaseModel
 
     from dlsched.runtime.apidocs import install_docs
@@ -70,7 +70,8 @@ def make_app(server: "Server"):
 
     from dlsched.web.auth import Sessions
     from dlsched.web.routes import install_web, require
-    sessions = Sessions(server.token, server.port)
+    # each user's token is theirs (dlsched.runtime.users); the state dir's token is the first admin's
+    sessions = Sessions(server.token, server.port, identify=server.users.identify, lookup=server.users.get)
     install_web(app, sessions, lambda: {"mode": "live", "title": f"dlsched server, policy {server.policy}",
                                         "now": time.time(), "policy": server.policy})
 
@@ -82,11 +83,26 @@ def make_app(server: "Server"):
         nodes: Optional[list[str]] = None
         workers: Optional[int] = None
 
-    def job_or_404(job_id: str) -> dict:
+    class NewUser(BaseModel):
+        name: str
+        queues: list[str] = []
+        admin: bool = False
+
+    def job_or_404(job_id: str, request: Request | None = None) -> dict:
+        """The job; with `request`, only for its owner or an admin (403 with the reason)."""
         j = server.store.job(job_id)
         if j is None:
             raise HTTPException(404, f"unknown job {job_id}")
+        if request is not None:
+            u, owner = request.state.user, j["spec"].get("user") or "default"
+            if not (u.admin or owner == u.name):
+                raise HTTPException(403, f"{u.name} may not touch {job_id}: it is {owner}'s (its owner or an admin may)")
         return j
+
+    def admin_only(request: Request, what: str) -> None:
+        u = request.state.user
+        if not u.admin:
+            raise HTTPException(403, f"{what} needs an admin; {u.name} is not one")
 
     @app.get("/health")
     def health():
@@ -101,13 +117,14 @@ def make_app(server: "Server"):
         return [{**_summary(j), **waiting.get(j["job_id"], _NOT_WAITING)} for j in server.store.jobs()]
 
     @api.post("/jobs", status_code=201)
-    def submit(body: Submit):
+    def submit(body: Submit, request: Request):
         from dlsched.runtime.spec import job_spec_from_dict
         size = len(json.dumps(body.spec))
         if size > MAX_SPEC_BYTES:
             raise HTTPException(413, f"job spec is {size} bytes as JSON; the limit is {MAX_SPEC_BYTES}")
+        d = _owned(dict(body.spec), request.state.user, server.tree, body.source)
         try:
-            spec = job_spec_from_dict(body.spec, file=body.source)
+            spec = job_spec_from_dict(d, file=body.source)
         except DlschedError as e:
             raise HTTPException(422, str(e))
         # a job that can never fit this cluster is refused now, not rejected after it is queued
@@ -119,8 +136,8 @@ def make_app(server: "Server"):
         return {"job_id": job_id}
 
     @api.get("/jobs/{job_id}")
-    def job(job_id: str):
-        j = job_or_404(job_id)
+    def job(job_id: str, request: Request):
+        j = job_or_404(job_id, request)
         last = server.store.stats(job_id, since_step=max(j["step"] - 2, -1))
         return {**_summary(j), **server.waiting().get(job_id, _NOT_WAITING), "spec": j["spec"], "error": j["error"], "failed_rank": j.get("failed_rank"),
                 "allocation": server.store.allocation(job_id),
@@ -129,9 +146,10 @@ def make_app(server: "Server"):
                 "progress": job_stats(server.store, job_id, server.backend.epoch, time.time())}
 
     @api.get("/report")
-    def report():
+    def report(request: Request):
         """The run's summary, per-job table and utilisation samples, computed from the event log
-        exactly as a simulation's (dlsched.runtime.report)."""
+        exactly as a simulation's (dlsched.runtime.report). Admins only: the whole history."""
+        admin_only(request, "the report of every job")
         from dlsched.runtime.calibration import calibration_from_store
         from dlsched.runtime.report import result_from_store
         b = server.backend
@@ -144,48 +162,50 @@ def make_app(server: "Server"):
                 "calibration": calibration_from_store(server.store, b.epoch, nodes=nodes, policy=server.policy)}
 
     @api.get("/log")
-    def schedlog(since_id: int = 0, limit: int = 10000):
-        """The scheduler's typed event log (dlsched.scheduler.eventlog), oldest first."""
+    def schedlog(request: Request, since_id: int = 0, limit: int = 10000):
+        """The scheduler's typed event log (dlsched.scheduler.eventlog), oldest first (admins)."""
+        admin_only(request, "the scheduler's log")
         return server.store.schedlog(since_id=since_id, limit=max(1, min(limit, 100000)))
 
     @api.get("/jobs/{job_id}/stats")
-    def stats(job_id: str, since: int = -1, limit: int = 100000):
-        job_or_404(job_id)
+    def stats(job_id: str, request: Request, since: int = -1, limit: int = 100000):
+        job_or_404(job_id, request)
         return server.store.stats(job_id, since_step=since, limit=limit)
 
     @api.get("/jobs/{job_id}/events")
-    def events(job_id: str):
-        job_or_404(job_id)
+    def events(job_id: str, request: Request):
+        job_or_404(job_id, request)
         return server.store.events(job_id)
 
-    def op(kind: str, job_id: str, **kw):
-        job_or_404(job_id)
+    def op(kind: str, job_id: str, request: Request, **kw):
+        job_or_404(job_id, request)
         try:
             return server.backend.command(kind, job_id, **kw)
         except DlschedError as e:
             raise HTTPException(409, str(e))
 
     @api.post("/jobs/{job_id}/cancel")
-    def cancel(job_id: str):
-        return op("cancel", job_id)
+    def cancel(job_id: str, request: Request):
+        return op("cancel", job_id, request)
 
     @api.post("/jobs/{job_id}/suspend")
-    def suspend(job_id: str):
-        return op("suspend", job_id)
+    def suspend(job_id: str, request: Request):
+        return op("suspend", job_id, request, by=request.state.user.name)
 
     @api.post("/jobs/{job_id}/resume")
-    def resume(job_id: str):
-        return op("resume", job_id)
+    def resume(job_id: str, request: Request):
+        return op("resume", job_id, request)
 
     @api.post("/jobs/{job_id}/migrate")
-    def migrate(job_id: str, body: MigrateBody | None = None):
+    def migrate(job_id: str, request: Request, body: MigrateBody | None = None):
+        admin_only(request, "moving a job")
         body = body or MigrateBody()
-        return op("migrate", job_id, nodes=body.nodes, workers=body.workers)
+        return op("migrate", job_id, request, nodes=body.nodes, workers=body.workers)
 
     @api.get("/jobs/{job_id}/output")
-    def output(job_id: str, rank: int = 0, tail_bytes: int = 65536):
+    def output(job_id: str, request: Request, rank: int = 0, tail_bytes: int = 65536):
         """What rank `rank` of the job printed (stdout and stderr, every run, newest last)."""
-        job_or_404(job_id)
+        job_or_404(job_id, request)
         from dlsched.runtime.joblogs import rank_log, read_tail
         return {"job_id": job_id, "rank": rank,
                 "ranks": sorted(int(p.stem.split("-")[1]) for p in rank_log(server.state_dir, job_id, 0).parent.glob("rank-*.log")),
@@ -225,14 +245,16 @@ def make_app(server: "Server"):
                  "warm_workers": len(b.pool[i]), "warm_ready": b.warm_ready(i)} for i, n in enumerate(b.nodes)]
 
     @api.get("/state")
-    def state():
+    def state(request: Request):
         """The live cluster as a simulator state document ("dlsched-state", dlsched.sim.midflight):
-        nodes, running jobs with placement and steps left, waiting jobs, measured speeds."""
+        nodes, running jobs with placement and steps left, waiting jobs, measured speeds (admins)."""
+        admin_only(request, "the cluster's state document")
         return server.backend.command("state", "")
 
     @api.get("/export")
-    def export():
-        """The history as a workload in the common schema: arrivals and measured run times."""
+    def export(request: Request):
+        """The history as a workload in the common schema: arrivals and measured run times (admins)."""
+        admin_only(request, "the history of every job")
         from dlsched.runtime.whatif import history
         return history(server.store)
 
@@ -270,8 +292,58 @@ def make_app(server: "Server"):
                 "round_errors": [{"time": t, "job_id": j, "error": e} for t, j, e in server.scheduler.round_errors[-100:]],
                 "round_wall_s": [r[1] for r in server.scheduler.rounds[-1000:]]}
 
+    @api.get("/users")
+    def users(request: Request):
+        """Every user: name, queues, admin (admins only; tokens are never shown again)."""
+        admin_only(request, "the list of users")
+        return server.users.list()
+
+    @api.post("/users", status_code=201)
+    def add_user(body: NewUser, request: Request):
+        """A new user allowed on `queues` (leaves of the server's queue tree); the answer holds
+        their token, once: the store keeps only its SHA-256."""
+        admin_only(request, "adding a user")
+        tree = server.tree
+        bad = [q for q in body.queues if not tree.is_leaf(q)]
+        if bad:
+            raise HTTPException(422, f"queues: unknown queue {bad[0]!r} (the queues jobs run in: {', '.join(tree.leaves)})")
+        try:
+            token = server.users.add(body.name, body.queues, body.admin)
+        except DlschedError as e:
+            raise HTTPException(409 if "exists" in str(e) else 422, str(e))
+        return {**server.users.get(body.name).to_dict(), "token": token}
+
+    @api.get("/whoami")
+    def whoami(request: Request):
+        """Who this token (or session) is: name, queues, admin."""
+        u = request.state.user
+        return {"name": u.name, "admin": u.admin, "queues": list(u.queues)}
+
     app.include_router(api)
     return app
+
+
+def _owned(spec: dict, user, tree, source: str | None) -> dict:
+    """A submitted spec as its submitter's: a user's job is theirs (an admin may name another
+    owner), in the queue the spec names or the user's default queue (else `default`), which
+    must be a leaf of the tree that the user is allowed on (403 with the reason)."""
+    from fastapi import HTTPException
+
+    from dlsched.tenancy import DEFAULT_QUEUE
+    where = f"{source}: " if source else ""
+    named = spec.get("user")
+    if not user.admin:
+        if named not in (None, "default", user.name):
+            raise HTTPException(403, f"{where}{user.name} may not submit a job as {named!r}")
+        spec["user"] = user.name
+    queue = spec.get("queue") or user.default_queue or DEFAULT_QUEUE
+    if not isinstance(queue, str) or not tree.is_leaf(queue):
+        raise HTTPException(422, f"{where}field 'queue': unknown queue {queue!r} (queues: {', '.join(tree.leaves)})")
+    if not user.may_use(queue):
+        raise HTTPException(403, f"{where}{user.name} may not submit to queue {queue!r} "
+                                 f"(allowed: {', '.join(user.queues) or 'none'})")
+    spec["queue"] = queue
+    return spec
 
 
 _NOT_WAITING = {"queue_position": None, "waiting_reason": ""}
@@ -299,6 +371,7 @@ def _summary(j: dict) -> dict:
             "gpus_per_worker": s.get("gpus_per_worker"), "priority": s.get("priority"),
             "submit_time": j["submit_time"], "start_time": j["start_time"],
             "finish_time": j["finish_time"], "attempts": j["attempts"], "user": s.get("user", "default"),
+            "queue": s.get("queue") or "default",
             "reason": (j["error"] or "").splitlines()[0][:300] if j["error"] else ""}
 
 

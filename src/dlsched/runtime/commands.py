@@ -74,7 +74,7 @@ class CommandsMixin:
             out.append(ev.JobFinish(self._now, job_id))
         return {"job_id": job_id, "state": "cancelled", "changed": True}
 
-    def _op_suspend(self, job_id: str, out: list, by: str = "the operator") -> dict:
+    def _op_suspend(self, job_id: str, out: list, by: str = "an operator") -> dict:
         """Stop the job until it is resumed: `suspended`, with who suspended it and when. A run
         whose program cannot stop at a mini-batch boundary (it never calls ctx.steps) is
         stopped at once, and the answer says so and how many steps since its last checkpoint

@@ -157,7 +157,8 @@ class Server:
     def __init__(self, state_dir: str | Path, *, policy: str = "fifo", ray_address: str,
                  host: str = "127.0.0.1", port: int = 8470, warm_per_node: int | None = None,
                  round_s: float | None = None, embedded: bool = False, namespace: str = "dlsched",
-                 cleanup_on_exit: bool = False, policy_settings: dict | None = None, **backend_kw):
+                 cleanup_on_exit: bool = False, policy_settings: dict | None = None, queues=None,
+                 **backend_kw):
         self.state_dir = Path(state_dir)
         self.policy, self.ray_address = policy, ray_address
         self.host, self.port = host, port
@@ -166,6 +167,8 @@ class Server:
         self.backend_kw = backend_kw
         self.namespace, self.cleanup_on_exit = namespace, cleanup_on_exit
         self.thread: threading.Thread | None = None
+        from dlsched.tenancy import default_tree
+        self.tree = queues or default_tree()      # the queue tree (--queues FILE; dlsched.tenancy)
         os.umask(0o077)                   # the store, its WAL, checkpoints, logs: owner only
         self.token = ensure_token(self.state_dir)
         self.lock = StateLock(self.state_dir)
@@ -199,6 +202,9 @@ class Server:
             ray.init(address=self.ray_address, namespace=self.namespace, log_to_driver=False,
                      logging_level=logging.WARNING)
         self.store = Store(self.state_dir / "dlsched.db")
+        from dlsched.runtime.users import Users
+        self.users = Users(self.store)
+        self.users.ensure_admin(self.token)        # the state dir's token: the first admin's
         self.backend = RayBackend(self.store, self.state_dir, namespace=self.namespace,
                                   warm_per_node=self.warm_per_node,
                                   **self.backend_kw)

@@ -13,7 +13,10 @@
     deadline_s: 3600                # optional, seconds after submission
     priority: 0
     model: mlp                      # a name for reports (and the simulator's model zoo)
-    user: alice                     # whose job (DRF's fairness is between users; default "default")
+    user: alice                     # whose job (DRF's fairness is between users; default "default";
+                                    # on a server with users: the submitter, dlsched.runtime.users)
+    queue: team-a                   # the leaf of the queue tree it runs in (default: the user's
+                                    # first queue, else `default`; dlsched.tenancy)
     checkpoint_every: 20            # steps between checkpoints (also at every suspend)
     workdir: runs/digits            # optional: the ranks' working directory (relative to this
                                     # spec; must exist). Default: the job's own private directory,
@@ -53,6 +56,7 @@ FIELDS: dict[str, tuple[str, Any, bool]] = {
     "priority": ("int", 0, False),
     "model": ("str", None, False),
     "user": ("name", "default", False),
+    "queue": ("name", None, False),
     "checkpoint_every": ("int1", 20, False),
     "workdir": ("str", None, False),
 }
@@ -76,6 +80,7 @@ class RuntimeJobSpec:
     priority: int = 0
     model: str | None = None
     user: str = "default"
+    queue: str | None = None
     checkpoint_every: int = 20
     workdir: str | None = None
 

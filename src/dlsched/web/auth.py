@@ -5,6 +5,10 @@ then sets a cookie (HttpOnly, SameSite=Strict, Path=/) whose value is
 
     <expiry>.<nonce>.<HMAC-SHA256(key, "<expiry>.<nonce>")>,  key = HMAC-SHA256(token, KEY_LABEL + salt)
 
+where the nonce carries the user the session is for (`<random>~<base64url(user)>`): each user
+logs in with their own token (a server with users, dlsched.runtime.users) and the session opens
+what that user may read.
+
 and checks it on every request. Why not the token itself in an HttpOnly cookie: cookies are not
 isolated by port, so every web server on 127.0.0.1 (another user's included) is sent the cookies
 of every other port when the browser visits it. A leaked session value opens only what the
@@ -24,6 +28,8 @@ import hashlib
 import hmac
 import secrets
 import time
+from dataclasses import dataclass
+from typing import Any, Callable
 
 KEY_LABEL = b"dlsched web session v1"
 SESSION_S = 12 * 3600            # a session lasts at most this long
@@ -33,11 +39,24 @@ MAX_REVOKED = 10_000             # logged-out nonces kept until their expiry (ol
 READ_METHODS = ("GET", "HEAD")
 
 
-class Sessions:
-    """Issue, check and revoke the session cookies of one server (one token, one port)."""
+@dataclass(frozen=True)
+class Viewer:
+    """Who holds the one token of a server without users (`dlsched view`): may read everything."""
+    name: str = "admin"
+    admin: bool = True
+    queues: tuple = ()
 
-    def __init__(self, token: str, port: int, lifetime_s: float = SESSION_S):
+
+class Sessions:
+    """Issue, check and revoke the session cookies of one server (its key token, one port).
+    `identify(token)`: the user a bearer token stands for, or None (default: the key token is
+    the one user, a Viewer); `lookup(name)`: a session's user by name (default: that Viewer)."""
+
+    def __init__(self, token: str, port: int, lifetime_s: float = SESSION_S,
+                 identify: Callable[[str | None], Any] | None = None, lookup: Callable[[str], Any] | None = None):
         self.token, self.lifetime_s = token, lifetime_s
+        self.identify = identify or (lambda t: Viewer() if self.token_ok(t) else None)
+        self.lookup = lookup or (lambda name: Viewer() if name == Viewer.name else None)
         # a fresh salt per process: a restart ends every session, so a logout (kept in memory) is final
         self.key = hmac.new(token.encode(), KEY_LABEL + secrets.token_bytes(16), hashlib.sha256).digest()
         self.cookie = f"dlsched_session_{port}"
@@ -48,10 +67,27 @@ class Sessions:
         c = (candidate or "").strip()
         return bool(c) and len(c) <= MAX_TOKEN_CHARS and hmac.compare_digest(c.encode(), self.token.encode())
 
-    def issue(self, now: float | None = None) -> str:
+    def issue(self, now: float | None = None, user: str = Viewer.name) -> str:
         exp = int((time.time() if now is None else now) + self.lifetime_s)
-        nonce = secrets.token_urlsafe(16)
+        nonce = f"{secrets.token_urlsafe(16)}~{base64.urlsafe_b64encode(user.encode()).rstrip(b'=').decode()}"
         return f"{exp}.{nonce}.{self._sign(exp, nonce)}"
+
+    def session_user(self, value: str | None, now: float | None = None):
+        """The user of a valid session cookie (None: no valid session, or a user gone since)."""
+        if not self.valid(value, now):
+            return None
+        b = _parts(value)[1].partition("~")[2]
+        try:
+            name = base64.urlsafe_b64decode(b + "=" * (-len(b) % 4)).decode()
+        except (ValueError, UnicodeDecodeError):
+            return None
+        return self.lookup(name)
+
+    def who(self, method: str, bearer: str | None, cookie: str | None):
+        """The caller: the bearer token's user for any request, a session's user for reads."""
+        if bearer:
+            return self.identify(bearer)
+        return self.session_user(cookie) if method in READ_METHODS else None
 
     def valid(self, value: str | None, now: float | None = None) -> bool:
         parts = _parts(value)
@@ -73,8 +109,8 @@ class Sessions:
         self.revoked[nonce] = exp
 
     def authorized(self, method: str, bearer: str | None, cookie: str | None) -> bool:
-        """The token opens everything; a session opens reads."""
-        return self.token_ok(bearer) or (method in READ_METHODS and self.valid(cookie))
+        """A token opens everything its user may do; a session opens reads."""
+        return self.who(method, bearer, cookie) is not None
 
     def _sign(self, exp: int, nonce: str) -> str:
         mac = hmac.new(self.key, f"{exp}.{nonce}".encode(), hashlib.sha256).digest()

@@ -45,8 +45,10 @@ def require(sessions: Sessions):
     Declared on HTTPBearer, so the docs page offers "Authorize"."""
     def auth(request: Request, cred: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> None:
         token = cred.credentials if cred is not None else None
-        if not sessions.authorized(request.method, token, request.cookies.get(sessions.cookie)):
+        user = sessions.who(request.method, token, request.cookies.get(sessions.cookie))
+        if user is None:
             raise HTTPException(401, UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
+        request.state.user = user              # who asks (the routes check what they may do)
     return auth
 
 
@@ -94,10 +96,11 @@ def install_web(app, sessions: Sessions, config: Callable[[], dict], link_login:
 
 
 def _login(request: Request, sessions: Sessions, token: str):
-    if not sessions.token_ok(token):
+    user = sessions.identify(token)             # each user logs in with their own token
+    if user is None:
         return page("login.html", 401, WRONG_TOKEN)
     resp = RedirectResponse("/", status_code=303, headers=PAGE_HEADERS)
-    resp.set_cookie(sessions.cookie, sessions.issue(), max_age=int(sessions.lifetime_s), path="/",
+    resp.set_cookie(sessions.cookie, sessions.issue(user=user.name), max_age=int(sessions.lifetime_s), path="/",
                     httponly=True, samesite="strict", secure=request.url.scheme == "https")
     return resp
 
