@@ -29,12 +29,16 @@ simulator does not contain errors: a policy bug there must stop the run loudly.
 A non-gang profile places a DL job's workers one at a time; a job that got only some of them
 holds them while it waits for the rest (it cannot train: "partial hold", the waste seed 002
 describes, measured in partial_hold_gpu_s).
+
+Rooms: one job's placement (filters, scorers, the best node, the commit, and why a job still
+waits) is dlsched.scheduler.placing (Placing); the hand-tuned speed-ups of the loop (log records
+built with tuple.__new__, fewer gen-0 collections while it runs) are dlsched.scheduler.hotpath
+(LogWriter, fewer_collections). Both are mixed into or called by Scheduler, here.
 """
 from __future__ import annotations
 
 import bisect
 import copy
-import gc
 import logging
 import math
 import time as _time
@@ -45,7 +49,7 @@ import numpy as np
 
 from dlsched.cluster.state import Snapshot
 from dlsched.core.errors import DlschedError
-from dlsched.core.types import JobSpec, Launch, Migrate, Plan, Resize, Resume, Status, Suspend, TaskSpec, amount
+from dlsched.core.types import Launch, Migrate, Plan, Resize, Resume, Suspend
 from dlsched.scheduler import events as ev
 from dlsched.scheduler.admission import NeverFits
 from dlsched.scheduler.backend import capabilities_of, capability_gap
@@ -53,22 +57,20 @@ from dlsched.scheduler.context import _SETTLED, JobRecord, JobState, RoundContex
 from dlsched.scheduler.contain import contained_round
 from dlsched.scheduler.eventlog import CompactLog, LogRecord, Rounds, Timeline, placed_detail
 from dlsched.scheduler.fastplace import FastPlacer
+from dlsched.scheduler.hotpath import LogWriter, fewer_collections
+from dlsched.scheduler.placing import Placing
 from dlsched.scheduler.profile import Profile, build_profile, overrides as _overrides  # noqa: F401 (re-exported)
 from dlsched.scheduler.transaction import Transaction
 
 _EPS = 1e-9
-_GC_GEN0 = 50_000       # allocations between two gen-0 collections during a run
-_tuple_new = tuple.__new__
-_LOG_PAD = tuple(LogRecord._field_defaults[f] for f in LogRecord._fields[3:])
-# Scheduler._log_rec lays records out by position: a change of LogRecord's fields must show here
-assert LogRecord._fields == ("time_s", "kind", "job_id", "detail", "placements", "cost", "packed", "spec", "stats")
 log = logging.getLogger("dlsched.scheduler")
-
 
 _KIND = {Launch: "launch", Resume: "resume", Migrate: "migrate", Resize: "resize", Suspend: "suspend"}
 
 
-class Scheduler:
+class Scheduler(LogWriter, Placing):
+    """The run loop and the round of the module's docstring, over one record per job."""
+
     def __init__(self, profile: Profile, *, seed: int = 0, check_scores: bool = True):
         self.profile = profile
         self.rng = np.random.default_rng(seed)
@@ -105,7 +107,6 @@ class Scheduler:
         # the time of the last round, if it decided nothing and nothing happened since; the
         # time it is quiet until is asked of the components lazily, at the first periodic round
         # that could be skipped (most empty rounds are followed by an event, which resets it).
-        # a round that decided nothing when every component can tell; any event resets it.
         self._quiet = [c for c in profile.components() if _overrides(c, "quiet_until")]
         self._can_be_quiet = len(self._quiet) == len(profile.components())
         self._quiet_since: float | None = None
@@ -115,21 +116,6 @@ class Scheduler:
         self.round_errors: list[tuple[float, str | None, str]] = []   # (time, job or None, error)
         self.queue_order: tuple[str, ...] = ()    # the last round's queue, in the policy's order
         self._tried: set[str] = set()             # jobs the round's queue loop tried (_explain)
-
-    def _log(self, *fields, **kw) -> None:
-        # tuple.__new__ with the defaults padded: LogRecord's own __new__ costs twice as much,
-        # and a run writes a few records per job
-        rec = LogRecord(*fields, **kw) if kw else _tuple_new(LogRecord, fields + _LOG_PAD[len(fields) - 3:])
-        self.log.append(rec)
-        if self.sink is not None:
-            self.sink(rec)
-
-    def _log_rec(self, rec: tuple) -> None:
-        """_log of a record already laid out as LogRecord's nine fields, in order."""
-        rec = _tuple_new(LogRecord, rec)
-        self.log.append(rec)
-        if self.sink is not None:
-            self.sink(rec)
 
     def check_backend(self, backend) -> None:
         """Refuse to run a profile on a backend that cannot carry out what it decides (both
@@ -146,6 +132,83 @@ class Scheduler:
     def observe(self, now: float, events: list, applied: Plan | None) -> None:
         for c in self._observers:
             c.observe(now, events, applied)
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(self, backend, *, progress: Callable[[float, int], None] | None = None) -> None:
+        self.check_backend(backend)
+        use = getattr(backend, "use_capabilities", None)   # optional: modes a backend turns on
+        if use is not None:
+            use(frozenset(self.profile.needs()))
+        self._stats = backend.job_stats
+        # skipping quiet rounds needs a backend whose state changes only through events
+        self._can_be_quiet = self._can_be_quiet and bool(getattr(backend, "quiet_rounds", False))
+        with fewer_collections():           # (dlsched.scheduler.hotpath: a speed-up, not logic)
+            # a backend may run the whole loop itself where it has a compiled one for this
+            # profile (the simulator: dlsched.sim.fastloop), with the same records
+            drive = getattr(backend, "drive", None)
+            if drive is None or not drive(self, progress):
+                self._run(backend, progress)
+
+    def _run(self, backend, progress) -> None:
+        n_batches = 0
+        # what stays the same for the whole run, read once (the loop runs once per event time)
+        poll, handle, usage, timeline = backend.poll, self.handle, backend.usage, self.timeline
+        contain = getattr(backend, "contain_policy_errors", False)
+        event_rounds, round_s = self.profile.event_rounds, self.profile.round_s
+        # the timeline's last sample, as appended (the loop compares each new sample with it;
+        # reading it back from the columns each time cost a tuple per event)
+        last = timeline[-1] if len(timeline) else None
+        while True:
+            batch = poll()
+            if batch is None:
+                break
+            for e in batch:
+                handle(e, backend)
+            now = backend.now()
+            if self._observers:
+                self.observe(now, batch, None)
+            # Without event rounds a change waits (dirty) for the next multiple of round_s.
+            if event_rounds or self._ticked or now % round_s == 0:
+                # actions and placers may decide about running jobs with nobody waiting
+                if self._dirty and self._is_quiet(now):
+                    self.rounds_skipped += 1      # nothing happened and nothing can change yet
+                elif self._dirty and (self.queue or self._acts_on_running):
+                    plan = (contained_round(self, backend, now) if contain
+                            else self.round(backend.snapshot()))
+                    self.commit_round()
+                    decided = len(plan.decisions)
+                    if decided:
+                        backend.apply(plan)
+                        self._after_apply(plan, now)
+                    for c in self._wakers:
+                        t = c.next_wake(now)
+                        if t is not None and t > now + _EPS:
+                            backend.wake_at(t)
+                    self._quiet_since, self._quiet_until = (None if decided else now), None
+                self._dirty = False
+            self._ticked = False
+            if round_s and self._next_tick is None and (self.queue or self.running):
+                rs = float(round_s)
+                self._next_tick = now + rs if event_rounds else (math.floor(now / rs) + 1) * rs
+                backend.wake_at(self._next_tick)
+            alloc, eff, partial = usage()
+            n_run, n_queue = len(self.running), len(self.queue)
+            if last is not None:
+                if last[1:] != (alloc, eff, partial, n_run, n_queue):
+                    sample = (now, alloc, eff, partial, n_run, n_queue)
+                    if last[0] == now:
+                        timeline[-1] = sample
+                    else:
+                        timeline.append(sample)
+                    last = sample
+            else:
+                last = (now, alloc, eff, partial, n_run, n_queue)
+                timeline.append(last)
+            n_batches += 1
+            if progress is not None and n_batches % 512 == 0:
+                progress(now, self.n_done)
+        if progress is not None:
+            progress(backend.now(), self.n_done)
 
     # -- events ------------------------------------------------------------------------------
     def handle(self, e, backend) -> None:
@@ -312,136 +375,6 @@ class Scheduler:
         self.rounds.append(self._last_round)
         return txn.plan
 
-    def _try(self, rec: JobRecord, ctx: RoundContext) -> bool:
-        """Place one job of the queue loop; keep the reason it failed for `_explain`."""
-        st = self.place(rec, ctx)
-        self._tried.add(rec.job_id)
-        if not st.ok:
-            rec.why = "; ".join(st.reasons) or "does not fit"
-        return st.ok
-
-    def _explain(self, queue: list[JobRecord], txn, head: JobRecord | None) -> None:
-        """Each waiting job's position (the round's order, `queue_order`) and why it still waits
-        ("why pending?": GET /jobs and `dlsched jobs`): the placement's reason for a job the
-        queue loop tried; behind the job a blocking profile stopped at, for one it did not reach;
-        otherwise the policy's allocation or placer left it out. A job decided has no reason."""
-        self.queue_order = tuple(r.job_id for r in queue)
-        behind = None if head is None else f"behind {head.job_id} (in order: nothing starts before it)"
-        for rec in queue:
-            if rec.job_id in txn.decided:
-                rec.why = ""
-            elif rec.job_id in self._tried:
-                continue                           # _try kept the placement's reason
-            elif behind is not None:
-                rec.why = behind
-            else:
-                rec.why = "left out by the policy this round (its allocation or time slices)"
-        self._tried.clear()
-
-    def place(self, rec: JobRecord, ctx: RoundContext) -> Status:
-        """Place the job's unplaced tasks one at a time, then commit (gang: all or nothing)."""
-        txn = ctx.txn
-        status = Status.success()
-        memo: dict = {}     # scores kept across the job's identical tasks (see choose_node)
-        todo = rec.unplaced()
-        if self.profile.gang and rec.spec.is_gang and len(todo) > 1:
-            # All or nothing: a gang whose total demand exceeds the cluster's free total cannot
-            # be placed; say so without trying its tasks one by one.
-            need = np.sum([t.vector for t in todo], axis=0)
-            have = (txn.free_view() if type(txn) is Transaction else txn.free)[ctx.snap.up].sum(axis=0)
-            short = np.flatnonzero(need > have + _EPS)
-            if len(short):
-                r = int(short[0])
-                return Status.unschedulable(f"gang: needs {amount(r, need[r])} in all; {max(have[r], 0.0):g} free")
-        # the same loop compiled, where it applies (scheduler/fastplace.py): the same placements
-        placed = None if self._fast is None else self._fast.place(ctx, rec.job_id, rec.spec, todo)
-        if placed is not None:
-            if placed < len(todo):
-                status = Status.unschedulable(self.choose_node(ctx, rec.spec, todo[placed])[1])
-        else:
-            for task in todo:
-                node, why = self.choose_node(ctx, rec.spec, task, memo)
-                if node is None:
-                    status = Status.unschedulable(why)
-                    break
-                txn.reserve(rec.job_id, task, node)
-                memo["last"] = node
-        committed = self.commit(rec, ctx)
-        if committed.ok:
-            return status
-        # how far it got (the commit's "gang: 3 of 4 tasks fit"), then why the next did not fit
-        return Status.unschedulable(*committed.reasons, *status.reasons) if not status.ok else committed
-
-    def commit(self, rec: JobRecord, ctx: RoundContext, *, gang: bool | None = None) -> Status:
-        """Commit what the round reserved for this job (gang: the profile's, unless given)."""
-        gang = self.profile.gang if gang is None else gang
-        total = len(rec.tasks) - len(rec.done_tasks)
-        return ctx.txn.commit(rec.job_id, total_tasks=total, already_placed=len(rec.placed),
-                              # a bag of independent tasks is never a gang: its tasks need not co-run
-                              gang=gang and rec.spec.is_gang,
-                              resume=rec.state is JobState.SUSPENDED)
-
-    def choose_node(self, ctx: RoundContext, job: JobSpec, task: TaskSpec,
-                    memo: dict | None = None, allowed: np.ndarray | None = None) -> tuple[int | None, str]:
-        """The best node for the task, or (None, why). With `memo` (one per job in a round) and
-        only node-local scorers (a node's score depends on that node alone), the scores of the
-        previous identical task are reused and only the node it went to is re-scored: placing a
-        task changes nothing else, and free resources only shrink while a job is placed, so the
-        candidates can only shrink too."""
-        txn = ctx.txn
-        # read only here: a round that reserves nothing never copies the snapshot's free array
-        free = txn.free_view() if type(txn) is Transaction else txn.free
-        filters = self.profile.filters
-        if allowed is None and len(filters) == 1:
-            # one filter (the common case): its mask and `up`, without a copy of `up` first
-            f = filters[0]
-            m = f.filter(ctx, job, task, free)
-            ok = m.ok & ctx.snap.up
-            i = int(np.argmax(ok))
-            if not ok[i]:
-                return None, m.reason or f"filter {f.name}"
-            if self._first_fit:
-                return i, ""                # the first node that fits
-        else:
-            ok = ctx.snap.up.copy()
-            if allowed is not None:            # an operator's choice of nodes (runtime migrate)
-                ok &= allowed
-                if not ok.any():
-                    return None, "none of the allowed nodes is up"
-            for f in filters:
-                m = f.filter(ctx, job, task, free)
-                ok &= m.ok
-                if not ok.any():
-                    return None, m.reason or f"filter {f.name}"
-            if self._first_fit:
-                return int(np.argmax(ok)), ""   # the first node that fits (ok.any() holds here)
-        if memo is not None and self._local_scores and memo.get("demand") == task.demand:
-            full = memo["scores"]
-            n = memo["last"]
-            full[n] = self._combined(ctx, job, task, free, np.array([n]))[0] if ok[n] else -np.inf
-            masked = np.where(ok, full, -np.inf)
-            return int(np.argmax(masked)), ""
-        cand = np.flatnonzero(ok)
-        total = self._combined(ctx, job, task, free, cand)
-        if memo is not None and self._local_scores:
-            full = np.full(len(ok), -np.inf)
-            full[cand] = total
-            memo["demand"], memo["scores"] = task.demand, full
-        return int(cand[int(np.argmax(total))]), ""
-
-    def _combined(self, ctx, job, task, free, cand) -> np.ndarray:
-        """Weighted sum of the profile's scorers over candidate nodes (each checked in [0, 1])."""
-        total = np.zeros(len(cand))
-        for scorer, w in self.profile.scorers:
-            s = np.asarray(scorer.score(ctx, job, task, free, cand), dtype=np.float64)
-            if self.check_scores and (s.shape != cand.shape or (s < -1e-9).any() or (s > 1 + 1e-9).any()
-                                      or np.isnan(s).any()):
-                raise AssertionError(f"scorer {scorer.name} returned scores outside [0, 1]: {s[:5]}")
-            total += w * s
-        # ties go to the lowest node: scores equal but for float noise (x * (1 / x) is 1 -
-        # 1e-16 for some capacities, e.g. a Ray node's memory) are made equal first
-        return np.round(total, 12)
-
     # -- applying a plan's effects to the records ----------------------------------------------
     def _after_apply(self, plan: Plan, now: float) -> None:
         # a sink (the runtime's store) sees each record whole, as it is written
@@ -515,88 +448,3 @@ class Scheduler:
             self._quiet_since = None
             backend.apply(plan)
             self._after_apply(plan, backend.now())
-
-    # -- the loop ---------------------------------------------------------------------------
-    def run(self, backend, *, progress: Callable[[float, int], None] | None = None) -> None:
-        self.check_backend(backend)
-        use = getattr(backend, "use_capabilities", None)   # optional: modes a backend turns on
-        if use is not None:
-            use(frozenset(self.profile.needs()))
-        self._stats = backend.job_stats
-        # skipping quiet rounds needs a backend whose state changes only through events
-        self._can_be_quiet = self._can_be_quiet and bool(getattr(backend, "quiet_rounds", False))
-        # A run allocates many short-lived containers (transactions, plans, log records) while
-        # its job records and event log stay alive: at the default gen-0 threshold (700) the
-        # collector re-scans that growing live set over and over (about 1.5 s of 10 on the
-        # whole Philly trace). Collect less often while the loop runs; the threshold is put back.
-        saved = gc.get_threshold()
-        gc.set_threshold(max(saved[0], _GC_GEN0), *saved[1:])
-        try:
-            # a backend may run the whole loop itself where it has a compiled one for this
-            # profile (the simulator: dlsched.sim.fastloop), with the same records
-            drive = getattr(backend, "drive", None)
-            if drive is None or not drive(self, progress):
-                self._run(backend, progress)
-        finally:
-            gc.set_threshold(*saved)
-
-    def _run(self, backend, progress) -> None:
-        n_batches = 0
-        # what stays the same for the whole run, read once (the loop runs once per event time)
-        poll, handle, usage, timeline = backend.poll, self.handle, backend.usage, self.timeline
-        contain = getattr(backend, "contain_policy_errors", False)
-        event_rounds, round_s = self.profile.event_rounds, self.profile.round_s
-        # the timeline's last sample, as appended (the loop compares each new sample with it;
-        # reading it back from the columns each time cost a tuple per event)
-        last = timeline[-1] if len(timeline) else None
-        while True:
-            batch = poll()
-            if batch is None:
-                break
-            for e in batch:
-                handle(e, backend)
-            now = backend.now()
-            if self._observers:
-                self.observe(now, batch, None)
-            # Without event rounds a change waits (dirty) for the next multiple of round_s.
-            if event_rounds or self._ticked or now % round_s == 0:
-                # actions and placers may decide about running jobs with nobody waiting
-                if self._dirty and self._is_quiet(now):
-                    self.rounds_skipped += 1      # nothing happened and nothing can change yet
-                elif self._dirty and (self.queue or self._acts_on_running):
-                    plan = (contained_round(self, backend, now) if contain
-                            else self.round(backend.snapshot()))
-                    self.commit_round()
-                    decided = len(plan.decisions)
-                    if decided:
-                        backend.apply(plan)
-                        self._after_apply(plan, now)
-                    for c in self._wakers:
-                        t = c.next_wake(now)
-                        if t is not None and t > now + _EPS:
-                            backend.wake_at(t)
-                    self._quiet_since, self._quiet_until = (None if decided else now), None
-                self._dirty = False
-            self._ticked = False
-            if round_s and self._next_tick is None and (self.queue or self.running):
-                rs = float(round_s)
-                self._next_tick = now + rs if event_rounds else (math.floor(now / rs) + 1) * rs
-                backend.wake_at(self._next_tick)
-            alloc, eff, partial = usage()
-            n_run, n_queue = len(self.running), len(self.queue)
-            if last is not None:
-                if last[1:] != (alloc, eff, partial, n_run, n_queue):
-                    sample = (now, alloc, eff, partial, n_run, n_queue)
-                    if last[0] == now:
-                        timeline[-1] = sample
-                    else:
-                        timeline.append(sample)
-                    last = sample
-            else:
-                last = (now, alloc, eff, partial, n_run, n_queue)
-                timeline.append(last)
-            n_batches += 1
-            if progress is not None and n_batches % 512 == 0:
-                progress(now, self.n_done)
-        if progress is not None:
-            progress(backend.now(), self.n_done)

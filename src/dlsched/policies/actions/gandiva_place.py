@@ -39,19 +39,28 @@ at the simulator's interference factor (dlsched.workload.speed). Gandiva's suspe
 round-robin is the gandiva_timeslice action (the `gandiva` profile turns this module's
 over-subscription off and lets time slicing do it); packing, migration and grow-shrink are
 gandiva_pack, gandiva_migrate and gandiva_grow.
+
+Rooms: the affinity bookkeeping (which job sizes sit on each node, kept between rounds, and the
+round's view of it) is dlsched.policies.actions.gandiva_affinity; the compiled first step for a
+job of one worker is dlsched.policies.actions.gandiva_onestep.
 """
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
-from dlsched.core.types import GPU, Launch, Migrate, Resize, Resume, Suspend
+from dlsched.core.types import GPU
+from dlsched.policies.actions import gandiva_onestep as _compiled
+from dlsched.policies.actions.gandiva_affinity import _Affinity, _last_placements, _NodeView
 from dlsched.policies.actions.gandiva_common import ChangedJobs, pick_gpus_affine
+from dlsched.policies.actions.gandiva_onestep import _NOBODY_FITS, _one_step
 from dlsched.scheduler.framework import Place, ProfileSpec, register, register_profile
 
 _EPS = 1e-9
+#: jobs of one worker placed through numpy before the compiled steps take over (the same answers;
+#: loading the compiled functions costs about 0.5 s, worth it only for long runs)
+JIT_AFTER = 5000
 
 
 @register("place", "gandiva_place", source="Xiao et al., OSDI 2018 (Gandiva, seed 001 Algorithm 1)")
@@ -164,7 +173,7 @@ class GandivaPlace(Place):
             txn.discard(rec.job_id)                        # as _place: nothing fits there
         # 2. unallocated servers, when they have the GPUs
         unalloc = view.unallocated()
-        best = _tightest(ok, unalloc, True, view.gpus, size - _EPS, txn.free, floor)
+        best = _compiled._tightest(ok, unalloc, True, view.gpus, size - _EPS, txn.free, floor)
         if best >= 0:
             if self._take_one(txn, rec.job_id, task, best):
                 return True
@@ -173,7 +182,7 @@ class GandivaPlace(Place):
         elif best == _NOBODY_FITS:
             txn.discard(rec.job_id)
         # 3. any node with free GPUs (affinity relaxed)
-        best = _tightest(ok, ok, False, view.gpus, 0.0, txn.free, floor)
+        best = _compiled._tightest(ok, ok, False, view.gpus, 0.0, txn.free, floor)
         if best >= 0:
             if self._take_one(txn, rec.job_id, task, best):
                 return True
@@ -330,311 +339,6 @@ class GandivaPlace(Place):
             if (free[n] >= demand - _EPS).all():
                 return int(n)
         return None
-
-
-# -- the first step of Algorithm 1 for a job of one worker, compiled -------------------------------
-_NODES0_EMPTY, _LEAST_FULL, _NOBODY_FITS = -3, -2, -1
-#: jobs of one worker placed through numpy before the compiled steps take over (the same answers;
-#: loading the compiled functions costs about 0.5 s, worth it only for long runs)
-JIT_AFTER = 5000
-_step = None
-_step_missing = False
-
-
-def _one_step():
-    """The compiled `_one_step_py` (and `_tightest`), or None where numba cannot be imported or
-    DLSCHED_JIT is "0" (the numpy path runs). Compiled at the first call and cached on disk by
-    numba."""
-    global _step, _step_missing, _tightest, _covers
-    if _step is None and not _step_missing:
-        if os.environ.get("DLSCHED_JIT", "1") == "0":
-            _step_missing = True
-            return None
-        try:
-            import numba
-        except ImportError:
-            _step_missing = True
-            return None
-        _covers = numba.njit(cache=True, nogil=True, inline="always")(_covers_py)
-        _tightest = numba.njit(cache=True, nogil=True)(_tightest_py)
-        _step = numba.njit(cache=True, nogil=True)(_one_step_py)
-    return _step
-
-
-def _covers_py(free, n, floor):
-    """Node n's free vector covers the worker: free[n] >= floor on every resource (floor =
-    demand - eps); a NaN never covers."""
-    for r in range(free.shape[1]):
-        if not free[n, r] >= floor[r]:
-            return False
-    return True
-
-
-_covers = _covers_py
-
-
-def _tightest_py(ok, sel, by_mask, gpus, need, free, floor):
-    """Steps 2 and 3 of Algorithm 1 for a job of one worker, as `_get_nodes` then `_place_one`
-    take them: the nodes are ok & sel (step 2: sel = the unallocated servers, by_mask) or ok &
-    (free GPUs > eps) (step 3); step 2 is skipped unless their GPUs add up to `need` (size - eps;
-    GPU counts are integers: their sum is exact in any order). Returns the node whose free
-    vector covers the worker (free >= floor) with the fewest free GPUs, then the lowest id;
-    _LEAST_FULL where the step is skipped (no node, or too few GPUs); _NOBODY_FITS."""
-    n_nodes = ok.shape[0]
-    total = 0.0
-    seen = False
-    best = -1
-    best_free = np.inf
-    for n in range(n_nodes):
-        if not ok[n]:
-            continue
-        if by_mask:
-            if not sel[n]:
-                continue
-            total += gpus[n]
-        elif not free[n, GPU] > _EPS:
-            continue
-        seen = True
-        if _covers(free, n, floor) and free[n, GPU] < best_free:
-            best = n
-            best_free = free[n, GPU]
-    if not seen or (by_mask and not total >= need):
-        return _LEAST_FULL
-    return best if best >= 0 else _NOBODY_FITS
-
-
-_tightest = _tightest_py
-
-
-def _one_step_py(ok, has, gpu_load, gpus, free, floor):
-    """Algorithm 1's first step for a job of one worker, as `_get_nodes` then `_place_one` take
-    it with numpy, in one pass over the nodes:
-
-        nodes0 = ok & has;  load(n) = sum of n's GPU slots' loads (> 0) / gpus(n)
-        nodes1 = nodes0 with |load - min load| < eps;  skipped if its first node's load >= 1
-        best   = the node of nodes1 whose free vector covers the worker (free >= floor, floor =
-                 demand - eps), fewest free GPUs first, then the lowest id
-
-    Returns best, or _NODES0_EMPTY, _LEAST_FULL (no _place on nodes1) or _NOBODY_FITS. The
-    same float operations in the same order as numpy's (an integer sum, one division, one
-    subtraction per node), so the same answer."""
-    n_nodes = ok.shape[0]
-    loads = np.empty(n_nodes)
-    least = np.inf
-    any0 = False
-    for n in range(n_nodes):
-        if ok[n] and has[n]:
-            s = 0
-            for g in range(gpu_load.shape[1]):
-                v = gpu_load[n, g]
-                if v > 0:
-                    s += v
-            x = s / gpus[n]
-            loads[n] = x
-            if x < least:
-                least = x
-            any0 = True
-    if not any0:
-        return _NODES0_EMPTY
-    first = -1
-    best = -1
-    best_free = np.inf
-    for n in range(n_nodes):
-        if ok[n] and has[n] and abs(loads[n] - least) < _EPS:
-            if first < 0:
-                first = n
-                if not loads[n] < 1:
-                    return _LEAST_FULL
-            if _covers(free, n, floor) and free[n, GPU] < best_free:
-                best = n
-                best_free = free[n, GPU]
-    return best if best >= 0 else _NOBODY_FITS
-
-
-def _last_placements(txn, job_id: str) -> tuple:
-    """The placements of the Launch / Resume just committed for `job_id`."""
-    for d in reversed(txn.plan.decisions):
-        if isinstance(d, (Launch, Resume)) and d.job_id == job_id:
-            return d.placements
-    return ()
-
-
-def _held(ctx, rec) -> bool:
-    """The job holds resources (running, or partly placed and waiting)."""
-    return bool(rec.placed) and (rec.queued or ctx.is_running(rec.job_id))
-
-
-class _Affinity:
-    """For each node, how many jobs of each size hold GPUs on it, over the jobs that hold
-    something as the records say (running, or partly placed). `entries[job] = (size, GPU
-    nodes)`; `count[n][size]` jobs; `n_jobs[n]` their total; `has[size]` the nodes where
-    count[n][size] > 0. Updated job by job; `build` is the same from scratch."""
-
-    def __init__(self, cluster):
-        self.cluster = cluster
-        n = cluster.num_nodes
-        self.entries: dict[str, tuple[float, frozenset]] = {}
-        self.count: list[dict[float, int]] = [{} for _ in range(n)]
-        self.n_jobs = np.zeros(n, dtype=np.int64)
-        self.has: dict[float, np.ndarray] = {}
-
-    @classmethod
-    def build(cls, ctx) -> "_Affinity":
-        aff = cls(ctx.snap.cluster)
-        for rec in (*ctx.running, *ctx.queue):
-            if rec.placed and rec.job_id not in aff.entries:
-                aff.set(rec.job_id, _size(rec), _gpu_nodes(rec.placed.values()))
-        return aff
-
-    def sync(self, ctx, changed) -> None:
-        for job_id in changed:
-            rec = ctx.jobs.get(job_id)
-            if rec is not None and _held(ctx, rec):
-                self.set(job_id, _size(rec), _gpu_nodes(rec.placed.values()))
-            else:
-                self.remove(job_id)
-
-    def set(self, job_id: str, size: float, nodes: frozenset) -> None:
-        old = self.entries.get(job_id)
-        if old == (size, nodes):
-            return
-        if old is not None:
-            self.remove(job_id)
-        self.entries[job_id] = (size, nodes)
-        for n in nodes:
-            c = self.count[n]
-            k = c.get(size, 0)
-            c[size] = k + 1
-            self.n_jobs[n] += 1
-            if k == 0:
-                self._mask(size)[n] = True
-
-    def remove(self, job_id: str) -> None:
-        old = self.entries.pop(job_id, None)
-        if old is None:
-            return
-        size, nodes = old
-        for n in nodes:
-            c = self.count[n]
-            k = c[size] - 1
-            self.n_jobs[n] -= 1
-            if k:
-                c[size] = k
-            else:
-                del c[size]
-                self.has[size][n] = False
-
-    def _mask(self, size: float) -> np.ndarray:
-        m = self.has.get(size)
-        if m is None:
-            m = self.has[size] = np.zeros(len(self.count), dtype=bool)
-        return m
-
-    def sizes(self, n: int) -> set[float]:
-        return set(self.count[n])
-
-
-def _gpu_nodes(placements) -> frozenset:
-    if len(placements) == 1:                 # (most jobs: one task)
-        for tp in placements:
-            return frozenset((tp.node,)) if tp.gpu_ids else frozenset()
-    return frozenset(tp.node for tp in placements if tp.gpu_ids)
-
-
-class _NodeView:
-    """Per-round view of the cluster for Algorithm 1: which job sizes sit on each node, as
-    this round's plan leaves them (the kept `_Affinity` of the records, plus what the round
-    decided so far: an overlay of per-node count changes on the few nodes it touched)."""
-
-    def __init__(self, ctx, aff: _Affinity):
-        self.ctx = ctx
-        cl = ctx.snap.cluster
-        self.gpus = cl.capacity[:, GPU]
-        self.aff = aff
-        self.delta: dict[int, dict[float, int]] = {}   # node -> size -> jobs added (or removed)
-        self._masks: dict = {}   # has_size / unallocated masks, until the next add_job
-        self._ones = None        # load(): a vector of ones, one per GPU slot
-        # The round's decisions so far (earlier actions): the placements they leave each job.
-        decided: dict[str, tuple] = {}
-        for d in ctx.txn.plan.decisions:
-            j = d.job_id
-            if isinstance(d, Suspend):
-                decided[j] = ()
-            elif isinstance(d, (Launch, Resume)):
-                if j not in decided:
-                    rec = ctx.jobs[j]
-                    decided[j] = tuple(rec.placed.values()) if _held(ctx, rec) else ()
-                decided[j] = decided[j] + tuple(d.placements)
-            elif isinstance(d, (Migrate, Resize)):
-                decided[j] = tuple(d.placements)
-        for j, placements in decided.items():
-            old = aff.entries.get(j)
-            if old is not None:
-                self._shift(old[0], old[1], -1)
-            self._shift(_size(ctx.jobs[j]), _gpu_nodes(placements), 1)
-
-    def _shift(self, size: float, nodes, sign: int) -> None:
-        for n in nodes:
-            d = self.delta.setdefault(n, {})
-            d[size] = d.get(size, 0) + sign
-
-    def add_job(self, size: float, placements) -> None:
-        """A job of `size` GPUs now holds these placements: their GPU nodes get its affinity."""
-        self._shift(size, _gpu_nodes(placements), 1)
-        self._masks.clear()
-
-    def eligible(self, spec) -> np.ndarray:
-        """Up nodes with GPUs of the type the job requires (if any)."""
-        cl = self.ctx.snap.cluster
-        ok = self.ctx.snap.up & (self.gpus > 0)
-        if spec.gpu_type is not None:
-            want = cl.gpu_types.index(spec.gpu_type) if spec.gpu_type in cl.gpu_types else -1
-            ok = ok & (cl.node_gpu_type == want)
-        return ok
-
-    def has_size(self, size: float) -> np.ndarray:
-        """Nodes whose affinity includes `size` (cached: a queue repeats a few sizes)."""
-        if size not in self._masks:
-            base = self.aff.has.get(size)
-            m = np.zeros(len(self.gpus), dtype=bool) if base is None else base.copy()
-            count = self.aff.count
-            for n, d in self.delta.items():
-                m[n] = count[n].get(size, 0) + d.get(size, 0) > 0
-            self._masks[size] = m
-        return self._masks[size]
-
-    def unallocated(self) -> np.ndarray:
-        """Nodes that hold no GPU job ("affinity 0")."""
-        if None not in self._masks:
-            m = self.aff.n_jobs == 0
-            n_jobs = self.aff.n_jobs
-            for n, d in self.delta.items():
-                m[n] = n_jobs[n] + sum(d.values()) == 0
-            self._masks[None] = m
-        return self._masks[None]
-
-    def load(self, nodes: np.ndarray) -> np.ndarray:
-        """Tasks per GPU of each of `nodes` (nodes with GPUs; eligible() leaves out the others).
-        Integer counts summed (exact in any order, in float64 too: the row sums are small
-        integers) then divided: the values a pass over every node gives for these. The sums are
-        a matrix-vector product over all nodes, then indexed (an int32 sum along each row of
-        the selected rows took 4x as long)."""
-        gl = self.ctx.txn.gpu_load
-        ones = self._ones
-        if ones is None or len(ones) != gl.shape[1]:
-            ones = self._ones = np.ones(gl.shape[1])
-        return np.maximum(gl, 0).dot(ones)[nodes] / self.gpus[nodes]
-
-
-def _size(rec) -> float:
-    """A job's size for affinity: its total GPUs (a DL job), or one task's GPUs (a bag of
-    independent tasks, whose tasks do not run together)."""
-    tasks = rec.tasks
-    if len(tasks) == 1:                      # (most jobs: the sum and the max of one demand)
-        return float(tasks[0].demand[GPU])
-    if rec.spec.kind == "dl":
-        return float(sum(t.demand[GPU] for t in tasks))
-    return float(max((t.demand[GPU] for t in rec.tasks), default=0.0))
 
 
 register_profile(ProfileSpec(
