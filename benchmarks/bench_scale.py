@@ -38,7 +38,7 @@ print(json.dumps({"jobs": len(jobs), "load_s": t1 - t0, "sim_s": t2 - t1, "cpu_s
 """
 
 GOAL = ("Goals (issue \"Scale\"): 1M jobs at rate 0.05 on `v100-1500` in <= 300 s with RSS <= 3 GB; jobs/s "
-        "at about 300 and about 3,000 jobs at once within 2x. Before the region solve (see the design notes) "
+        "at about 300 and about 3,000 jobs at once within 2x. Before the region solve (docs/decisions/0028) "
         "20,000 jobs at rate 0.05 on 1,500 nodes ran at under 50 jobs/s.")
 
 CASES = {"low": ("0.005", "v100-150"), "high": ("0.05", "v100-1500")}

@@ -27,6 +27,6 @@ def test_chaos_every_job_done_once_with_continuous_curves():
     # jobs are done in about 40 s after 4 kills; under the suite's load about 60 s and 5-6).
     # Kills every 5-9 s instead made the run heavier for the test beside it on the other
     # worker (a restarted server's periodic rounds then stalled past 30 s; the cause was the
-    # runtime's wake rule, fixed since: see the design notes on the periodic round)
+    # runtime's wake rule, fixed since: see docs/decisions/0022)
     assert res["kills"]["total"] >= 4, summary
     assert all(x["recovery_s"] is not None for x in res["kill_log"]), summary

@@ -3,7 +3,7 @@ keeper, `python -m dlsched.runtime.cluster`, in its own session), with a client 
 `ray_client_env` and one actor running (so that core-worker processes exist), no process of the
 keeper's tree, nor the client's driver, listens on anything but loopback; the machine's other
 addresses refuse connections to those ports; and Ray's token auth is on: a client without the
-token, or with a wrong one, is refused. See docs/design-notes.md, "Runtime: nothing exposed"."""
+token, or with a wrong one, is refused. See docs/decisions/0017-nothing-exposed.md."""
 from __future__ import annotations
 
 import ipaddress

@@ -1,5 +1,5 @@
 """The import graph: a lazy package root, a core that imports nothing above it, and no import
-cycle among the workload modules (docs/design-notes.md, "Import graph and the simulator's rooms").
+cycle among the workload modules (docs/decisions/0014).
 
 The runtime checks import in a fresh interpreter: this test process has long since loaded
 everything."""

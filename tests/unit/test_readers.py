@@ -39,11 +39,12 @@ def test_philly_conversion(tmp_path):
     a, b, c = jobs
     assert (a.submit_time_s, c.submit_time_s) == (0.0, 2932.0)
     assert a.user == "103959" and b.user == "default" and c.user == "11cb48"   # VC hash stays a string
+    assert (a.queue, b.queue, c.queue) == ("103959", "default", "11cb48")      # the VC is the queue
     assert a.num_workers == 4 and a.gpus == 4.0 and a.duration_s == 2951.0
     # The fast path builds exactly what the schema would.
     expect = job_from_row({"job_id": "philly-1", "submit_time_s": 0.0, "workers": 4, "gpus_per_worker": 1,
                            "cpus_per_worker": 4, "mem_gb_per_worker": 16, "duration_s": 2951.0,
-                           "user": "103959", "comm": "allreduce"})
+                           "user": "103959", "queue": "103959", "comm": "allreduce"})
     assert a == expect
 
 

@@ -122,6 +122,9 @@ class JobSpec:
     data_gb: float | None = None
     launch_s: float | None = None
     save_s: float = 0.0
+    # the leaf of the queue tree the job runs in (dlsched.tenancy; None: its user's default
+    # queue, else `default`); a trace's virtual cluster
+    queue: str | None = None
 
     @property
     def is_gang(self) -> bool:

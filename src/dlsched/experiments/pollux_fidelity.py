@@ -5,7 +5,7 @@ each (sampled from the Philly trace) on 16 nodes x 4 T4 GPUs (petuum/adaptdl, br
 osdi21-artifact, simulator/results-jobload/{tiresias,optimus}-1.0/summary.json; kept in
 ../shared/traces/pollux/results and typed in below with that source). We run the same workloads
 (bundled as pollux-1 .. pollux-8) on the `pollux` preset with the semantics written down in
-docs/design-notes.md ("Pollux fidelity"): measured step times, statistical efficiency in job
+docs/fidelity.md and docs/decisions/0008: measured step times, statistical efficiency in job
 lengths, rounds at multiples of 60 s, a 30 s (re)start delay on every allocation change including
 the first, most-free-GPU chunk placement.
 

@@ -369,6 +369,7 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
         "workers": array("q", [len(s.tasks) for s in specs]),
         "model": [s.model for s in specs],
         "user": [s.user for s in specs],
+        "queue": [s.queue or "default" for s in specs],
         "priority": [s.priority for s in specs],
         "preemptions": array("q", [r.preemptions for r in R]),
         "migrations": array("q", [r.migrations for r in R]),

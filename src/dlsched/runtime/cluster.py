@@ -8,7 +8,7 @@ Settings from the notes: Ray's temp dir short and private (RAY_TMPDIR; the AF_UN
 no stale `ray_current_cluster` shared with other clusters), small object stores, fast health checks
 (a dead node is noticed in ~3 s, not 13-63 s).
 
-Nothing is exposed (docs/design-notes.md, "Runtime: nothing exposed"): every node is started with
+Nothing is exposed (docs/decisions/0017-nothing-exposed.md): every node is started with
 node_ip_address=127.0.0.1, which makes every Ray process of it (GCS, raylets' node and object
 managers, dashboard agents' gRPC, HTTP and metrics ports, runtime-env agents, the autoscaler
 monitor's and dashboard head's metrics ports, core workers) listen on loopback only. A client of

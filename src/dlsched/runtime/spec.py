@@ -111,7 +111,8 @@ class RuntimeJobSpec:
                        deadline_s=None if self.deadline_s is None else submit_time_s + self.deadline_s,
                        model=self.model, comm="ps" if self.ps else "allreduce",
                        batch_size=self.batch_size,
-                       iterations=float(self.iterations) if self.iterations else None, user=self.user)
+                       iterations=float(self.iterations) if self.iterations else None, user=self.user,
+                       queue=self.queue)
 
 
 def _lines(text: str) -> dict[str, int]:

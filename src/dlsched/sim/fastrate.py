@@ -4,7 +4,7 @@ only change is their link share, on arrays, in one numba call per re-share.
 Why: on a busy 1,500-node cluster each re-share moves the rates of about 40 jobs (a flow that
 comes or goes changes its neighbours' shares, and theirs), and re-rating them in Python (bring
 the work done up to now, the new rate, a new or deferred finish) was the largest cost after the
-region solve (docs/design-notes.md, "Scale", tenth slice).
+region solve (docs/decisions/0037 and docs/simulator.md).
 
 How. A job whose rate was last computed with link shares (`JobRun.factor` set) and that has a
 flow in the compiled shares' keeper (netfast.FastNetShares) may be *in array mode*: its progress

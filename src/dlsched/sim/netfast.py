@@ -3,7 +3,7 @@ numba call per update.
 
 Why: on a busy 1,500-node cluster the region a change reaches is a hundred flows or more, and
 the Python region solve (dicts and sets, a heap of tuples) was two thirds of a simulation's time
-(docs/design-notes.md, "Scale", fifth slice). Here the flows, the links' users and the rates are
+(docs/decisions/0032). Here the flows, the links' users and the rates are
 arrays, and `update` is one compiled call: the same steps, the same results.
 
 Same results, not approximately but bit for bit (tests/unit/test_network_shares.py compares the

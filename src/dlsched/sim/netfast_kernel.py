@@ -8,7 +8,7 @@ A module of its own because it is the part that numba compiles (`compiled`, call
 netfast.available) and the part that is read for its arithmetic, not for its interface: the
 array state and the calls into it (FastNetShares) stay in netfast.py. Its speed is measured by
 benchmarks/bench_scale.py's Poisson workloads over `v100-1500` (a busy 1,500-node cluster, where
-the Python solve was two thirds of a run: docs/design-notes.md, "Scale", fifth slice).
+the Python solve was two thirds of a run: docs/decisions/0032).
 """
 from __future__ import annotations
 

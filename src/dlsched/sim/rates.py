@@ -9,7 +9,7 @@ lives: `_rerate` re-rates a job that only a re-share moved through `_rerate_shar
 `_set_rate`, `_advance` and `_push_finish` are written out (tens of such jobs per arrival on a
 busy cluster), and `_rerate_compiled` hands the jobs in array mode to the compiled re-rate
 (dlsched.sim.fastrate). Both are justified by benchmarks/bench_scale.py's Poisson workloads over
-`v100-1500` (RESULTS.md, block `scale`; docs/design-notes.md, "Scale", fifth slice), and must
+`v100-1500` (RESULTS.md, block `scale`; docs/decisions/0032), and must
 give the same event log as the plain path (tests/unit/test_fastrate.py,
 benchmarks/eventlog_hash.py). `Rates` is mixed into SimBackend: its methods read and write
 SimBackend's state, as before.

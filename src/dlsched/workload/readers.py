@@ -12,7 +12,9 @@ Philly per-job CSV (Pollux authors' extract of the Microsoft Philly 2017 trace)
     Converted to: job_id `philly-<i>` (i = 0-based index of the data row in file order),
     submit_time_s = seconds since the earliest timestamp of the file, kind dl, workers =
     num_gpus with 1 GPU each, duration_s = duration (its run time, taken as the run time at the
-    ideal placement), user = cluster, no model, comm allreduce.
+    ideal placement), queue = cluster (its virtual cluster: the tenant, dlsched.tenancy), user =
+    cluster too (the extract has no user column; DRF's fairness between users stays per VC), no
+    model, comm allreduce.
     Assumed (the trace does not record them): 4 CPU cores and 16 GB of host memory per worker,
     no disk / network reservation.
 
@@ -196,7 +198,7 @@ def read_philly(frame: "pandas.DataFrame", lines: np.ndarray, *, file: str | Non
     tasks_of = {g: _philly_tasks(g) for g in set(counts)}
     # Same values job_from_row would build from the equivalent schema row (a test checks it).
     return [(line, JobSpec(job_id=f"philly-{i}", submit_time_s=s, kind="dl", tasks=tasks_of[g], user=u,
-                           comm="allreduce", duration_s=d))
+                           comm="allreduce", duration_s=d, queue=u))
             for i, (s, d, g, u, line) in enumerate(zip(submit, dur.tolist(), counts, users, lines.tolist()))]
 
 

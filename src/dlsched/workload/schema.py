@@ -22,6 +22,7 @@
 | deadline_s          | float  | no       | absolute deadline, seconds from the start |
 | priority            | int    | no (0)   | larger runs first where a policy uses it |
 | user                | str    | no (default) | owner, for fairness policies |
+| queue               | str    | no       | the leaf of the queue tree it runs in (a trace's virtual cluster) |
 | gpu_type            | str    | no       | required GPU type |
 | data_gb             | float  | no       | training data a DL job loads in its launch phase, GB (with the model: over its NICs) |
 | launch_s            | float  | no       | launch phase (data and model transfer), seconds; wins over data_gb |
@@ -61,6 +62,7 @@ COLUMNS: dict[str, tuple[str, Any]] = {
     "deadline_s": ("float", None),
     "priority": ("int", 0),
     "user": ("str", "default"),
+    "queue": ("str", None),
     "gpu_type": ("str", None),
     "data_gb": ("float", None),
     "launch_s": ("float", None),
@@ -177,7 +179,7 @@ def job_from_row(row: dict[str, Any], *, file: str | None = None, line: int | No
         user=v["user"], priority=v["priority"], deadline_s=v["deadline_s"], model=model,
         comm=v["comm"] if is_dl else "none", batch_size=v["batch_size"], iterations=v["iterations"],
         duration_s=v["duration_s"], gpu_type=v["gpu_type"], data_gb=v["data_gb"], launch_s=v["launch_s"],
-        save_s=v["save_s"])
+        save_s=v["save_s"], queue=v["queue"])
 
 
 #: what job_like takes from a row: each column is one JobSpec field, and for a dl job nothing else
@@ -213,5 +215,5 @@ def job_to_row(job: JobSpec) -> dict[str, Any]:
         "model": job.model, "comm": job.comm, "batch_size": job.batch_size, "iterations": job.iterations,
         "duration_s": job.duration_s, "deadline_s": job.deadline_s, "priority": job.priority,
         "user": job.user, "gpu_type": job.gpu_type, "data_gb": job.data_gb, "launch_s": job.launch_s,
-        "save_s": job.save_s,
+        "save_s": job.save_s, "queue": job.queue,
     }

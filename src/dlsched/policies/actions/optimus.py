@@ -13,7 +13,7 @@ A job that cannot be moved keeps its place when it still fits, or is suspended.
 This is a job-level placer (the `place` point), not the per-task engine: its rule is about the
 whole job (fewest servers, even split), and a bucketed pool of nodes by free GPUs finds the
 most-free nodes in O(tasks + nodes) per round, where the per-task engine with a job-dependent
-score re-scores every node for every task (docs/design-notes.md, "Optimus: allocator and
+score re-scores every node for every task (docs/decisions/0020, "Optimus: allocator and
 placer").
 """
 from __future__ import annotations

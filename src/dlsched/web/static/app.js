@@ -12,7 +12,7 @@
  *
  * GET /web/config says whether this is a live server ("live": wall-clock times, the cluster
  * and queue views refresh every 5 s) or a simulated run (`dlsched view`, "replay": simulated
- * seconds, `?t=` picks the moment). Charts are Chart.js (vendored, see docs/design-notes.md);
+ * seconds, `?t=` picks the moment). Charts are Chart.js (vendored, see docs/decisions/0024);
  * the rest is plain DOM. Text from the API is only ever set as text, never parsed as HTML.
  */
 "use strict";
