@@ -28,13 +28,18 @@ def chromium() -> str:
     `runtime` in a test's arguments: a missing browser skips before the cluster starts, and
     fails in CI (CI=true), so CI cannot pass without running the browser tests."""
     from headless import find_chromium
-    exe = find_chromium()
+    return required_tool(find_chromium(), "headless Chromium not found (install it with `make browser` or "
+                                          "`apt-get install chromium`)")
+
+
+def required_tool(exe: str | None, missing: str) -> str:
+    """A system tool a test needs (the Makefile installs it): its path, or a skip naming how to
+    install it; in CI (CI=true) a failure instead, so CI cannot pass without the test."""
     if exe:
         return exe
-    msg = "headless Chromium not found (install it with `make browser` or `apt-get install chromium`)"
     if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
-        pytest.fail(msg + "; CI must run this test")
-    pytest.skip(msg)
+        pytest.fail(missing + "; CI must run this test")
+    pytest.skip(missing)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ exported."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import ROOT, digits_spec
+from conftest import ROOT, digits_spec, required_tool
 
 DASHBOARD = ROOT / "docs" / "grafana-dashboard.json"
 STATES = ("queued", "starting", "running", "suspended", "held", "done", "failed", "cancelled", "rejected")
@@ -31,13 +30,8 @@ def promtool() -> str:
     """Prometheus's linter. Session scope, and listed before `runtime` in a test's arguments: a
     missing promtool skips before the cluster starts, and fails in CI (CI=true), so CI cannot
     pass without linting the page."""
-    exe = shutil.which("promtool")
-    if exe:
-        return exe
-    msg = "promtool not found (install it with `make promtool` or `apt-get install prometheus`)"
-    if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
-        pytest.fail(msg + "; CI must run this test")
-    pytest.skip(msg)
+    return required_tool(shutil.which("promtool"),
+                         "promtool not found (install it with `make promtool` or `apt-get install prometheus`)")
 
 
 def page(s) -> str:
