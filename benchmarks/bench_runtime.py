@@ -46,7 +46,8 @@ ENTRY = str(ROOT / "examples" / "allreduce_digits.py")
 
 def spec(iterations: int = 1_000_000, workers: int = 2, gpus: float = 1, delay_s: float = 0.02) -> dict:
     return {"name": "bench", "entry": ENTRY, "args": {"hidden": 64, "delay_s": delay_s}, "workers": workers,
-            "gpus_per_worker": gpus, "batch_size": 64, "iterations": iterations, "checkpoint_every": 50}
+            "gpus_per_worker": gpus, "batch_size": 64 if 64 % workers == 0 else 32 * workers,
+            "iterations": iterations, "checkpoint_every": 50}
 
 
 class Srv:
@@ -117,7 +118,7 @@ class Srv:
             os.killpg(self.proc.pid, signal.SIGKILL)
 
 
-def ops(s: Srv, repeats: int, cold: bool) -> dict:
+def ops(s: Srv, repeats: int, cold: bool, nodes: int = 4) -> dict:
     """Launch, suspend, resume, migrate one job; cold: each move goes to nodes not used yet."""
     out = {k: [] for k in ("launch", "suspend", "suspend_http", "resume", "migrate", "migrate_server")}
     for _ in range(repeats if not cold else 0):      # short jobs: launch -> first step
@@ -128,7 +129,7 @@ def ops(s: Srv, repeats: int, cold: bool) -> dict:
     t = time.time()
     job = s.post("/jobs", {"spec": spec()})["job_id"]
     out["launch"].append(s.first_step_after(job, t))
-    targets = [["n1"], ["n2"], ["n3"]][:max(1, min(3, repeats))] if cold else [["n1"], ["n0"]] * repeats
+    targets = [["n1"], ["n2"], ["n3"]][:max(1, min(3, repeats, nodes - 1))] if cold else [["n1"], ["n0"]] * repeats
     for i in range(1 if cold else repeats):
         j = s.running_at(job, s.get(f"/jobs/{job}")["step"] + 20)
         t = time.perf_counter()
@@ -149,8 +150,8 @@ def ops(s: Srv, repeats: int, cold: bool) -> dict:
     return out
 
 
-def decisions(s: Srv, queued: int, events: int = 50) -> dict:
-    blocker = s.post("/jobs", {"spec": spec(workers=4, gpus=2)})["job_id"]      # all 8 GPUs
+def decisions(s: Srv, queued: int, events: int = 50, nodes: int = 4) -> dict:
+    blocker = s.post("/jobs", {"spec": spec(workers=nodes, gpus=2)})["job_id"]      # every GPU
     s.running_at(blocker, 1)
     small = spec(iterations=5, workers=2, delay_s=0)
     for _ in range(queued):
@@ -183,6 +184,8 @@ def fmt(xs) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--nodes", type=int, default=4, help="virtual nodes of 2 GPUs (at least 2; a cold "
+                    "run migrates to up to 3 nodes it has not used: 4 for --repeats 3 or more)")
     ap.add_argument("--queued", type=int, default=1000)
     ap.add_argument("--events", type=int, default=50, help="submissions timed with the queue full, per policy")
     ap.add_argument("--only-decision", action="store_true", help="print the decision table only (no RESULTS.md)")
@@ -192,7 +195,9 @@ def main() -> int:
     tmp = isolate_ray_tmp()
     state = Path(tempfile.mkdtemp(prefix="dlsched-bench-"))
     t0 = time.monotonic()
-    c = start_cluster(4, 2)
+    if a.nodes < 2:
+        ap.error("--nodes: at least 2 (a migration needs another node)")
+    c = start_cluster(a.nodes, 2)
     cluster_s = time.monotonic() - t0
     res = {}
     try:
@@ -202,14 +207,14 @@ def main() -> int:
             s = Srv(c.address, sd, "fifo", f"b-{name}", warm)
             if warm:                                 # let the pool's processes finish starting
                 s.wait(lambda: all(n["warm_ready"] == warm for n in s.get("/nodes")), "warm pool", 300)
-            res[name] = ops(s, a.repeats, cold=not warm)
+            res[name] = ops(s, a.repeats, cold=not warm, nodes=a.nodes)
             s.stop()
         res["decision"] = {}
         for policy in ("fifo", "fifo-backfill"):
             sd = state / policy
             sd.mkdir()
             s = Srv(c.address, sd, policy, f"b-{policy}", 1)
-            res["decision"][policy] = decisions(s, a.queued, a.events)["decision"]
+            res["decision"][policy] = decisions(s, a.queued, a.events, a.nodes)["decision"]
             s.stop()
     finally:
         c.shutdown()
@@ -223,7 +228,7 @@ def main() -> int:
     lines = [
         "## Runtime latencies (`benchmarks/bench_runtime.py`)",
         "",
-        f"Local Ray {__import__('ray').__version__} cluster (`ray.cluster_utils`, 4 virtual nodes x 2 GPUs, 2 CPUs each; "
+        f"Local Ray {__import__('ray').__version__} cluster (`ray.cluster_utils`, {a.nodes} virtual nodes x 2 GPUs, 2 CPUs each; "
         f"up in {cluster_s:.0f} s), `dlsched server` subprocess, a 2-rank all-reduce job "
         f"(examples/allreduce_digits.py, gloo, 20 ms per step); {os.cpu_count()} cores, "
         f"Python {platform.python_version()}. Seconds; median (min, max, n).",

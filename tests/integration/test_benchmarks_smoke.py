@@ -77,8 +77,9 @@ SMOKE: dict[str, Smoke] = {
     # 2 cells of 50 jobs, in one process and on the 2-node cluster
     "bench_sweep.py": Smoke(("--jobs", "50", "--seeds", "1"), r"2-node Ray cluster: 2 cells in [\d.]+ s",
                             block="sweep", ray=True),
-    # each operation once (one cold migration), 5 jobs queued and 3 timed submissions per policy
-    "bench_runtime.py": Smoke(("--repeats", "1", "--queued", "5", "--events", "3"),
+    # each operation once (one cold migration), 5 jobs queued and 3 timed submissions per policy,
+    # on 2 nodes (half the warm pool to start)
+    "bench_runtime.py": Smoke(("--repeats", "1", "--nodes", "2", "--queued", "5", "--events", "3"),
                               r"\| launch: submit -> first step \| [\d.]+[^|]* \| [\d.]+ \|[\s\S]*\| fifo-backfill \| \d+ \|",
                               block="runtime", ray=True, timeout_s=600.0),
     # two short jobs on one node, no kill comes (tests/runtime/test_chaos.py is the run with kills)

@@ -24,9 +24,10 @@ def test_chaos_every_job_done_once_with_continuous_curves():
     assert res["violations"] == [], summary
     assert res["submitted"] == res["done"] == JOBS, summary
     # the chaos did happen: how many kills fit depends on how long the run lasts (alone the 14
-    # jobs are done in about 40 s after 4 kills; under the suite's load about 60 s and 5-6).
+    # jobs are done in about 40 s after 4 kills; under the suite's load about 60 s and 5-6; a
+    # fresh-clone run once finished in 49 s after 3, every job done once, 5 of them hit).
     # Kills every 5-9 s instead made the run heavier for the test beside it on the other
     # worker (a restarted server's periodic rounds then stalled past 30 s; the cause was the
     # runtime's wake rule, fixed since: see docs/decisions/0022)
-    assert res["kills"]["total"] >= 4, summary
+    assert res["kills"]["total"] >= 3 and res["jobs_hit"] >= 1, summary
     assert all(x["recovery_s"] is not None for x in res["kill_log"]), summary
