@@ -1,8 +1,8 @@
 """The Python API: `dlsched.simulate(cluster, workload, policy)` for scripts and notebooks."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import dlsched.policies  # noqa: F401  (every policy registers itself on import)
 from dlsched.cluster.topology import Cluster, load_cluster
@@ -27,7 +27,7 @@ def load_policy_config(ref: str | Path | dict | None) -> dict:
         file = str(ref)
         cfg = read_yaml(ref, "policy config") or {}
     if not isinstance(cfg, dict) or set(cfg) - {"policies"}:
-        bad = sorted(set(cfg) - {"policies"})[0] if isinstance(cfg, dict) else "(top level)"
+        bad = min(set(cfg) - {"policies"}) if isinstance(cfg, dict) else "(top level)"
         raise ConfigError(bad, "unknown key (the file holds `policies: {<profile>: {...}}`)", file=file)
     pol = cfg.get("policies") or {}
     if not isinstance(pol, dict):
@@ -44,15 +44,30 @@ def load_policy_config(ref: str | Path | dict | None) -> dict:
     return pol
 
 
+def make_tenancy(queues, mode: str = "kueue", settings: dict | None = None, jobs=(), workload_file=None):
+    """The Tenancy for a queue file or tree (None: None), its jobs' queues checked."""
+    if queues is None:
+        return None
+    from dlsched.tenancy import QueueTree, load_queues
+    from dlsched.tenancy.engine import Tenancy
+    tree = queues if isinstance(queues, QueueTree) else load_queues(queues)
+    t = Tenancy(tree, mode, settings)
+    t.check_jobs(jobs, workload_file)
+    return t
+
+
 def simulate(cluster: str | Path | Cluster, workload: str | Path | list[JobSpec], policy: str = "fifo", *,
              seed: int = 0, policy_config: str | Path | dict | None = None, restart_delay_s: float = 30.0,
              speed: SpeedParams | None = None, node_events=(), workload_format: str | None = None,
              progress: Callable[[float, int], None] | None = None, record_rates: bool = True,
-             start_delay_s: float = 0.0) -> SimResult:
+             start_delay_s: float = 0.0, queues=None, tenancy: str = "kueue",
+             tenancy_settings: dict | None = None) -> SimResult:
     """Run `policy` on `workload` over `cluster` and return its metrics.
 
     cluster: a preset name or YAML path; workload: a file (any supported format), a generator
-    name, or a list of JobSpec; policy: a registered profile name (`dlsched policies`)."""
+    name, or a list of JobSpec; policy: a registered profile name (`dlsched policies`); queues: a
+    queue file (YAML) or a QueueTree, enforced in the tenancy mode `tenancy` (dlsched.tenancy.
+    modes) with `tenancy_settings`; None: one tenant, no quotas."""
     cl = load_cluster(cluster)
     if isinstance(workload, (list, tuple)):
         jobs, wname = list(workload), "jobs"
@@ -63,6 +78,7 @@ def simulate(cluster: str | Path | Cluster, workload: str | Path | list[JobSpec]
     profile = build_profile(policy, settings)
     backend = SimBackend(cl, jobs, speed=speed, restart_delay_s=restart_delay_s, node_events=node_events,
                          record_rates=record_rates, start_delay_s=start_delay_s)
-    sched = Scheduler(profile, seed=seed)
+    sched = Scheduler(profile, seed=seed, tenancy=make_tenancy(queues, tenancy, tenancy_settings, jobs,
+                                                               None if isinstance(workload, (list, tuple)) else str(workload)))
     sched.run(backend, progress=progress)
     return build_result(sched, backend, policy=policy, cluster_name=cl.name, workload_name=wname, release=True)

@@ -205,6 +205,7 @@ class Suspend:
     """Checkpoint the job at a mini-batch boundary and free everything it holds."""
     job_id: str
     cost: Any = None
+    reason: str = ""          # why (a tenancy's preemption: "reclaim: for j7 (team-a)"); the log's detail
 
 
 @dataclass(frozen=True, slots=True)

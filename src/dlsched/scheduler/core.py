@@ -71,7 +71,7 @@ _KIND = {Launch: "launch", Resume: "resume", Migrate: "migrate", Resize: "resize
 class Scheduler(LogWriter, Placing):
     """The run loop and the round of the module's docstring, over one record per job."""
 
-    def __init__(self, profile: Profile, *, seed: int = 0, check_scores: bool = True):
+    def __init__(self, profile: Profile, *, seed: int = 0, check_scores: bool = True, tenancy=None):
         self.profile = profile
         self.rng = np.random.default_rng(seed)
         self.check_scores = check_scores
@@ -116,6 +116,13 @@ class Scheduler(LogWriter, Placing):
         self.round_errors: list[tuple[float, str | None, str]] = []   # (time, job or None, error)
         self.queue_order: tuple[str, ...] = ()    # the last round's queue, in the policy's order
         self._tried: set[str] = set()             # jobs the round's queue loop tried (_explain)
+        # quotas and fair share over a queue tree (dlsched.tenancy.engine): None, one tenant
+        self.tenancy = tenancy
+        if tenancy is not None:
+            tenancy.bind(self)
+            self._observers.append(tenancy)
+            self._wakers.append(tenancy)
+            self._can_be_quiet = False         # its decisions change with time (usage, runtimes)
 
     def check_backend(self, backend) -> None:
         """Refuse to run a profile on a backend that cannot carry out what it decides (both
@@ -344,6 +351,9 @@ class Scheduler(LogWriter, Placing):
             for rec in self.queue:
                 rec.key = (*key(rec, ctx), rec.submit_time_s, rec.job_id)
             queue = sorted(self.queue, key=lambda r: r.key)
+        waiting = queue
+        if self.tenancy is not None:
+            queue = self.tenancy.admit(queue, ctx)     # the admitted ones, in the walk's order
         ctx.queue = queue
         ctx.allocation = MappingProxyType(self.profile.allocator.allocate(queue, ctx))
         for action in self._pre_actions:
@@ -361,6 +371,8 @@ class Scheduler(LogWriter, Placing):
                 if not self._try(rec, ctx) and self.profile.blocking:
                     head = rec
                     break
+        elif self.tenancy is not None:
+            self._place_per_queue(queue, ctx)
         else:
             for rec in queue:
                 if rec.job_id in txn.decided:
@@ -371,6 +383,9 @@ class Scheduler(LogWriter, Placing):
         for action in self._post_actions:
             action.act(ctx)
         self._explain(queue, txn, head)
+        if self.tenancy is not None:
+            self.queue_order = (*self.queue_order, *(r.job_id for r in waiting if r.job_id in self.tenancy.refused))
+            self._waiting = (waiting, txn)
         self._last_round = (snap.now, _time.perf_counter() - t0, len(queue))
         self.rounds.append(self._last_round)
         return txn.plan
@@ -389,7 +404,7 @@ class Scheduler(LogWriter, Placing):
                 rec.state = JobState.SUSPENDED
                 rec.preemptions += 1
                 self._enqueue(rec)
-                self._log(now, "suspend", rec.job_id, cost=d.cost)
+                self._log(now, "suspend", rec.job_id, d.reason, cost=d.cost)
                 continue
             self._settle_service(rec, now)
             if kind == "migrate":
@@ -425,6 +440,10 @@ class Scheduler(LogWriter, Placing):
         """The last round's plan is the one carried out: its policy state changes stay, and the
         round goes into the log (a `round` record: its wall seconds and queued jobs)."""
         self._saved = None
+        if self.tenancy is not None and getattr(self, "_waiting", None) is not None:
+            waiting, txn = self._waiting
+            self.tenancy.committed(txn.snap.now, waiting, txn.decided)
+            self._waiting = None
         if self._last_round is not None:
             now, wall, queued = self._last_round
             self._log_rec((now, "round", "", "", (), None, False, None, (wall, queued)))

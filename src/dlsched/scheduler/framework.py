@@ -51,7 +51,9 @@ import numpy as np
 from dlsched.core.errors import ConfigError, DlschedError
 from dlsched.core.types import JobSpec, Plan, TaskSpec
 
-KINDS = ("order", "allocate", "filter", "score", "place", "action", "profile")
+KINDS = ("order", "allocate", "filter", "score", "place", "action",
+         # the tenancy's parts (declared in dlsched.tenancy.points) and its named modes
+         "entitlement", "queue_order", "victims", "ledger", "tenancy", "profile")
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +210,14 @@ _HOOK = {"order": "key", "allocate": "allocate", "filter": "filter", "score": "s
 
 class RegistryError(DlschedError):
     pass
+
+
+def declare(kind: str, protocol: type, hook: str | None) -> None:
+    """Declare the Protocol of an extension point kept outside this module (the tenancy's parts,
+    dlsched.tenancy.points): a component registered as `kind` must subclass it and define `hook`."""
+    if kind not in KINDS:
+        raise RegistryError(f"unknown kind {kind!r} (kinds: {', '.join(KINDS)})")
+    _PROTOCOLS[kind], _HOOK[kind] = protocol, hook
 
 
 @dataclass

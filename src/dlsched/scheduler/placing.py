@@ -32,6 +32,23 @@ class Placing:
             rec.why = "; ".join(st.reasons) or "does not fit"
         return st.ok
 
+    def _place_per_queue(self, queue: list[JobRecord], ctx: RoundContext) -> None:
+        """The placement loop under a tenancy (dlsched.tenancy.engine): as the plain loop, but a
+        strict queue's job that is not placed blocks only the rest of its own queue."""
+        txn, tenancy = ctx.txn, self.tenancy
+        strict = tenancy.strict
+        blocked: dict[str, str] = {}
+        for rec in queue:
+            if rec.job_id in txn.decided:
+                continue
+            leaf = tenancy.leaf_of(rec)
+            if leaf in blocked:
+                rec.why = f"behind {blocked[leaf]} in queue {leaf} (in order: nothing starts before it)"
+                self._tried.add(rec.job_id)
+                continue
+            if not self._try(rec, ctx) and strict:
+                blocked[leaf] = rec.job_id
+
     def _explain(self, queue: list[JobRecord], txn, head: JobRecord | None) -> None:
         """Each waiting job's position (the round's order, `queue_order`) and why it still waits
         ("why pending?": GET /jobs and `dlsched jobs`): the placement's reason for a job the

@@ -276,16 +276,16 @@ class Transaction:
         self.plan.add(Resize(job_id, tuple(tasks), tps))
         self.decided.add(job_id)
 
-    def release(self, job_id: str, placements, demands, cost=None) -> None:
+    def release(self, job_id: str, placements, demands, cost=None, reason: str = "") -> None:
         """Suspend a running job: its resources are free for the rest of this round (`cost`: the
-        Suspend's switch cost, for a backend that charges it)."""
+        Suspend's switch cost, for a backend that charges it; `reason`: why, for the log)."""
         for tp, demand in zip(placements, demands):
             self.free[tp.node] += np.asarray(demand, dtype=np.float64)
             if tp.gpu_ids:
                 self.gpu_load[tp.node, list(tp.gpu_ids)] -= 1
                 self._use(tp.node, tp.gpu_ids, demand[GPU], -1)
         self.released.add(job_id)
-        self.plan.add(Suspend(job_id) if cost is None else Suspend(job_id, cost=cost))
+        self.plan.add(Suspend(job_id, cost=cost, reason=reason) if cost is not None or reason else Suspend(job_id))
 
     def migrate(self, job_id: str, old, demands, new_placements: tuple[TaskPlacement, ...]) -> None:
         """Move a running job: free its old placements and take the new ones."""

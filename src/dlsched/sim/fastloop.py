@@ -138,6 +138,8 @@ def _profile_applies(sched) -> bool:
     from dlsched.policies.place.first_fit import FirstFitScorer
     from dlsched.policies.place.fits import FitsFilter
     p = sched.profile
+    if getattr(sched, "tenancy", None) is not None:
+        return False           # quotas are the Python loop's (dlsched.tenancy)
     return (type(p.order) is FifoOrder and len(p.filters) == 1 and type(p.filters[0]) is FitsFilter
             and len(p.scorers) == 1 and type(p.scorers[0][0]) is FirstFitScorer and not p.actions
             and not p.placers and type(p.allocator) is RequestedAllocate and p.event_rounds and not p.round_s

@@ -1,0 +1,170 @@
+"""What each queue got, waited and lost: the tenancy's metrics (summary.json `queues`, the jobs
+table's wait split, Jain's index and finish-time fairness).
+
+Integrated over time, per queue, between the batches of events the scheduler sees:
+    used_gpu_s        GPUs its running jobs held
+    entitled_gpu_s    min(its entitlement, its demand): what it deserved of what it asked for
+                      (demand = GPUs held + GPUs its waiting jobs ask); a queue that asked for
+                      nothing was entitled to nothing
+    borrowed_gpu_s    GPUs it held above its nominal quota
+    lent_gpu_s        its idle nominal GPUs that others used: the GPUs borrowed in all, divided
+                      among the queues with idle nominal in proportion to it
+and for the cluster, idle_within_quota_gpu_s: GPUs left idle while a job that fitted its
+queue's nominal quota waited (a work-conservation loss).
+
+Per job: quota_wait_s (refused by the admission walk) and placement_wait_s (admitted, but not
+placed), measured from round to round; their sum is the job's wait (Philly's fair-share delay
+and fragmentation delay). Preemptions by reason per queue.
+
+Fairness:
+    jain_index    (sum x)^2 / (n sum x^2) over queues with entitled GPU-hours, x = used / entitled
+    ftf rho       Themis's finish-time fairness: JCT over the JCT alone on 1/N of the cluster,
+                  N the queues with demand when the job arrived; the JCT alone is its run time
+                  (GPU-seconds held over its GPUs), stretched by g N / C when it asks more than
+                  a 1/N share of the C GPUs. max_ftf_rho and unfair_fraction (rho > 1.05, as
+                  Shockwave's analysis) over finished jobs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dlsched.core.types import GPU
+
+_EPS = 1e-9
+
+
+class Accounts:
+    def __init__(self, engine):
+        self.engine = engine
+        self.t: float | None = None
+        self.held: dict[str, float] = {}
+        self.q: dict[str, dict[str, float]] = {}
+        self.preempt: dict[str, dict[str, int]] = {}
+        self.idle_within_quota_gpu_s = 0.0
+        self.entitled: dict[str, float] = {}
+        self.demand: dict[str, float] = {}
+        self.nominal: dict[str, float] = {}
+        self.idle_flag = False
+        self.capacity = 0.0
+        self.wait: dict[str, list] = {}         # job -> [quota_s, placement_s, kind, since]
+        self.contending: dict[str, int] = {}    # job -> queues with demand when first seen
+
+    def _acc(self, leaf: str) -> dict[str, float]:
+        a = self.q.get(leaf)
+        if a is None:
+            a = self.q[leaf] = {"used_gpu_s": 0.0, "entitled_gpu_s": 0.0, "borrowed_gpu_s": 0.0, "lent_gpu_s": 0.0}
+        return a
+
+    def preempted(self, leaf: str, reason: str) -> None:
+        d = self.preempt.setdefault(leaf, {})
+        d[reason] = d.get(reason, 0) + 1
+
+    def advance(self, now: float, held: dict[str, float]) -> None:
+        """Integrate the last state up to `now`, then take `held` ("queue:<leaf>" -> GPUs)."""
+        if self.t is not None and now > self.t:
+            dt = now - self.t
+            used = {k[6:]: v for k, v in self.held.items() if k.startswith("queue:")}
+            borrowed_total, idle_nominal = 0.0, {}
+            for leaf in set(used) | set(self.entitled):
+                a = self._acc(leaf)
+                u = used.get(leaf, 0.0)
+                a["used_gpu_s"] += u * dt
+                a["entitled_gpu_s"] += min(self.entitled.get(leaf, 0.0), self.demand.get(leaf, 0.0)) * dt
+                nom = self.nominal.get(leaf, 0.0)
+                a["borrowed_gpu_s"] += max(0.0, u - nom) * dt
+                borrowed_total += max(0.0, u - nom)
+                if nom - u > _EPS:
+                    idle_nominal[leaf] = nom - u
+            idle_sum = sum(idle_nominal.values())
+            if borrowed_total > _EPS and idle_sum > _EPS:
+                lent = min(borrowed_total, idle_sum)
+                for leaf, x in idle_nominal.items():
+                    self._acc(leaf)["lent_gpu_s"] += lent * x / idle_sum * dt
+            if self.idle_flag:
+                self.idle_within_quota_gpu_s += max(0.0, self.capacity - sum(used.values())) * dt
+        self.t = now
+        self.held = held
+
+    def round(self, now: float, view, waiting: list, decided: set, refused: set) -> None:
+        """After a round: the entitlements and demands in force until the next, and each
+        waiting job's kind of wait."""
+        tree = self.engine.tree
+        leaves = tree.leaves
+        self.entitled = {leaf: view.entitled.get(leaf, 0.0) for leaf in leaves}
+        self.demand = {leaf: view.demand.get(leaf, 0.0) for leaf in leaves}
+        b = view.book
+        self.nominal = {leaf: (b.nominal(leaf, "gpu") if "gpu" in b.resources else 0.0) for leaf in leaves}
+        self.capacity = view.capacity.get("gpu", 0.0)
+        active = sum(1 for leaf in leaves if self.demand.get(leaf, 0.0) > _EPS)
+        flag = False
+        for rec in waiting:
+            jid = rec.job_id
+            w = self.wait.get(jid)
+            if w is None:
+                w = self.wait[jid] = [0.0, 0.0, None, min(rec.submit_time_s, now)]
+                self.contending.setdefault(jid, max(active, 1))
+            if w[2] is not None:
+                w[0 if w[2] == "quota" else 1] += max(0.0, now - w[3])
+            if jid in decided:
+                w[2] = None
+                continue
+            kind = "quota" if jid in refused else "placement"
+            if w[2] is None and w[3] < now and rec.first_start_s is None and w[0] == w[1] == 0.0:
+                w[0 if kind == "quota" else 1] += now - w[3]     # from its arrival to this round
+            w[2], w[3] = kind, now
+            if not flag:
+                leaf = self.engine.leaf_of(rec)
+                g = float(sum(t.demand[GPU] for t in rec.unplaced()))
+                flag = (b.usage[leaf].get("gpu", 0.0) + g <= self.nominal.get(leaf, 0.0) + _EPS
+                        if "gpu" in b.resources else True)
+        self.idle_flag = flag
+
+    def job_wait(self, job_id: str) -> tuple[float, float]:
+        w = self.wait.get(job_id)
+        return (0.0, 0.0) if w is None else (w[0], w[1])
+
+    def summary(self, records, now: float) -> dict:
+        """summary.json's `queues` object and the fairness numbers, from the job records."""
+        self.advance(now, self.held)
+        per: dict[str, dict] = {}
+        rhos = []
+        cap = self.capacity or 1.0
+        for rec in records:
+            leaf = self.engine.leaf_of(rec)
+            d = per.setdefault(leaf, {"jobs": 0, "waits": [], "quota_wait_s": 0.0, "placement_wait_s": 0.0})
+            d["jobs"] += 1
+            if rec.first_start_s is not None:
+                d["waits"].append(rec.first_start_s - rec.submit_time_s)
+            qw, pw = self.job_wait(rec.job_id)
+            d["quota_wait_s"] += qw
+            d["placement_wait_s"] += pw
+            g = float(sum(t.demand[GPU] for t in rec.spec.tasks))
+            if rec.finish_s is not None and g > 0 and rec.attained_gpu_s > 0:
+                n = self.contending.get(rec.job_id, 1)
+                alone = rec.attained_gpu_s / g * max(1.0, g * n / cap)
+                rhos.append((rec.finish_s - rec.submit_time_s) / alone)
+        out = {}
+        ratios = []
+        for leaf in sorted(set(per) | set(self.q)):
+            d = per.get(leaf, {"jobs": 0, "waits": [], "quota_wait_s": 0.0, "placement_wait_s": 0.0})
+            a = self._acc(leaf)
+            waits = np.array(d["waits"]) if d["waits"] else np.zeros(0)
+            out[leaf] = {
+                "jobs": d["jobs"],
+                "median_wait_s": float(np.median(waits)) if len(waits) else 0.0,
+                "p95_wait_s": float(np.percentile(waits, 95)) if len(waits) else 0.0,
+                "mean_wait_s": float(waits.mean()) if len(waits) else 0.0,
+                "quota_wait_s": d["quota_wait_s"], "placement_wait_s": d["placement_wait_s"],
+                "gpu_hours": a["used_gpu_s"] / 3600, "entitled_gpu_hours": a["entitled_gpu_s"] / 3600,
+                "borrowed_gpu_hours": a["borrowed_gpu_s"] / 3600, "lent_gpu_hours": a["lent_gpu_s"] / 3600,
+                "preemptions": dict(sorted(self.preempt.get(leaf, {}).items())),
+            }
+            if a["entitled_gpu_s"] > _EPS:
+                ratios.append(a["used_gpu_s"] / a["entitled_gpu_s"])
+        x = np.array(ratios)
+        jain = float(x.sum() ** 2 / (len(x) * (x ** 2).sum())) if len(x) and (x ** 2).sum() > 0 else 1.0
+        r = np.array(rhos)
+        return {"queues": out, "jain_index": jain,
+                "max_ftf_rho": float(r.max()) if len(r) else 0.0,
+                "unfair_fraction": float((r > 1.05).mean()) if len(r) else 0.0,
+                "idle_within_quota_gpu_hours": self.idle_within_quota_gpu_s / 3600}

@@ -1,0 +1,166 @@
+"""The quota book: what each queue of the tree uses, and Kueue's admission invariant over it.
+
+Balances (Kueue KEP-79, hierarchical cohorts), per constrained resource r:
+
+    leaf x:   T(x, r) = nominal(x, r) - usage(x, r)
+    inner x:  T(x, r) = nominal(x, r) + sum over children c of min(lending_limit(c, r), T(c, r))
+    root:     T(root, r) = pool(r)     + sum over top-level queues c of the same
+
+A job is admissible in leaf q iff, with its request added to q, T(x, r) >= -borrowing_limit(x, r)
+at q and every ancestor (an unset borrowing limit is no bound; the root's is 0) and no node's
+subtree uses more than its `limit`. Kueue keeps no record of who lends to whom: the balances
+suffice. `pool` is what the root itself holds: nothing in the Kueue modes (only the queues'
+quotas can be used), the cluster's capacity above the top-level quotas in the modes whose
+over-quota share is the whole cluster (KAI, Volcano, Slurm; see dlsched.tenancy.modes).
+
+A resource no queue of the tree names is not constrained. A queue that does not name a resource
+some other queue names has nominal 0 and no borrowing limit for it: it may run on what others
+lend, and only that (Kueue asks such a queue to declare the resource with nominal 0).
+
+Requests: `gpu` is the job's GPUs, `gpu:<TYPE>` its GPUs when it asks for that type, `cpu` and
+`mem_gb` its tasks' CPUs and host memory.
+"""
+from __future__ import annotations
+
+import math
+
+from dlsched.core.types import CPU, GPU, MEM
+from dlsched.tenancy.tree import ROOT, QueueTree
+
+_EPS = 1e-9
+INF = math.inf
+
+
+def unit(r: str) -> str:
+    """A resource's unit in the user's words."""
+    if r == "gpu":
+        return "GPUs"
+    if r.startswith("gpu:"):
+        return f"{r[4:]} GPUs"
+    return "CPUs" if r == "cpu" else "GB of memory"
+
+
+def request_of(spec, tasks, resources) -> dict[str, float]:
+    """What a job asks of each constrained resource (all its tasks, placed or not)."""
+    gpu = float(sum(t.demand[GPU] for t in tasks))
+    out = {}
+    for r in resources:
+        if r == "gpu":
+            out[r] = gpu
+        elif r.startswith("gpu:"):
+            out[r] = gpu if spec.gpu_type == r[4:] else 0.0
+        elif r == "cpu":
+            out[r] = float(sum(t.demand[CPU] for t in tasks))
+        else:
+            out[r] = float(sum(t.demand[MEM] for t in tasks))
+    return out
+
+
+class Book:
+    """Usage per queue (a leaf's own, an inner node's whole subtree) and the balances over it."""
+
+    def __init__(self, tree: QueueTree, pool: dict[str, float] | None = None):
+        self.tree = tree
+        self.resources = tree.resources()
+        self.pool = {r: float((pool or {}).get(r, 0.0)) for r in self.resources}
+        self.usage: dict[str, dict[str, float]] = {n: dict.fromkeys(self.resources, 0.0)
+                                                   for n in (*tree.nodes, ROOT)}
+        self._path = {n: [n, *tree.ancestors(n), ROOT] for n in tree.nodes}
+
+    def copy(self) -> Book:
+        b = Book.__new__(Book)
+        b.tree, b.resources, b.pool, b._path = self.tree, self.resources, self.pool, self._path
+        b.usage = {n: dict(u) for n, u in self.usage.items()}
+        return b
+
+    def path(self, leaf: str) -> list[str]:
+        """The leaf, its ancestors, then the root."""
+        return self._path[leaf]
+
+    def add(self, leaf: str, req: dict[str, float], sign: float = 1.0) -> None:
+        for n in self._path[leaf]:
+            u = self.usage[n]
+            for r, x in req.items():
+                if x:
+                    u[r] += sign * x
+
+    # -- quotas ----------------------------------------------------------------------------
+    def _quota(self, x: str, r: str):
+        return None if x == ROOT else self.tree.nodes[x].quotas.get(r)
+
+    def nominal(self, x: str, r: str) -> float:
+        if x == ROOT:
+            return self.pool[r]
+        q = self._quota(x, r)
+        return q.nominal if q is not None else 0.0
+
+    def borrowing_limit(self, x: str, r: str) -> float:
+        if x == ROOT:
+            return 0.0
+        q = self._quota(x, r)
+        return INF if q is None or q.borrowing_limit is None else q.borrowing_limit
+
+    def lending_limit(self, x: str, r: str) -> float:
+        q = self._quota(x, r)
+        return INF if q is None or q.lending_limit is None else q.lending_limit
+
+    def limit(self, x: str, r: str) -> float:
+        q = self._quota(x, r)
+        return INF if q is None or q.limit is None else q.limit
+
+    def children(self, x: str) -> list[str]:
+        return self.tree.children.get(x, [])
+
+    def balance(self, x: str, r: str) -> float:
+        """T(x, r) of the module's docstring."""
+        kids = self.children(x)
+        if not kids and x != ROOT:
+            return self.nominal(x, r) - self.usage[x][r]
+        return self.nominal(x, r) + sum(min(self.lending_limit(c, r), self.balance(c, r)) for c in kids)
+
+    def subtree_quota(self, x: str, r: str) -> float:
+        return self.nominal(x, r) + sum(self.subtree_quota(c, r) for c in self.children(x))
+
+    def lendable(self, x: str, r: str) -> float:
+        """What is potentially available at x for r (Kueue fair sharing's lendable)."""
+        return self.nominal(x, r) + sum(min(self.lending_limit(c, r), self.subtree_quota(c, r))
+                                        for c in self.children(x))
+
+    def borrowed(self, x: str, r: str = "gpu") -> float:
+        """How much x's subtree uses above its own quotas (0 when r is not constrained)."""
+        if r not in self.usage[x]:
+            return 0.0
+        return max(0.0, self.usage[x][r] - self.subtree_quota(x, r))
+
+    # -- the admission check -----------------------------------------------------------------
+    def fits(self, leaf: str, req: dict[str, float]) -> str:
+        """"" when the request is admissible in `leaf` now; else why not, with the numbers."""
+        need = {r: x for r, x in req.items() if x > _EPS}
+        if not need:
+            return ""
+        before = {r: self.balance(ROOT, r) for r in need}
+        self.add(leaf, need)
+        try:
+            for x in self._path[leaf]:
+                for r in need:
+                    if self.usage[x][r] > self.limit(x, r) + _EPS:
+                        return (f"over its limit: {x} would use {self.usage[x][r]:g} of at most "
+                                f"{self.limit(x, r):g} {unit(r)}")
+                    t = self.balance(x, r)
+                    if t < -self.borrowing_limit(x, r) - _EPS:
+                        return self._why(leaf, x, r, need[r], before[r])
+            return ""
+        finally:
+            self.add(leaf, need, -1.0)
+
+    def _why(self, leaf: str, x: str, r: str, need: float, idle_before: float) -> str:
+        used = self.usage[leaf][r] - need
+        nom = self.nominal(leaf, r)
+        head = f"over quota: {leaf} uses {used:g} of {nom:g} {unit(r)} and asks {need:g} more"
+        if x == leaf:
+            return f"{head}, more than its borrowing limit of {self.borrowing_limit(x, r):g}"
+        where = "the cluster's queues have" if x == ROOT else f"its cohort {x} has"
+        if x != ROOT and self.borrowing_limit(x, r) < INF:
+            return f"{head}, more than {x}'s borrowing limit of {self.borrowing_limit(x, r):g}"
+        idle = max(0.0, idle_before - max(0.0, nom - used))
+        return f"{head}; cannot borrow: {where} {idle:g} idle"

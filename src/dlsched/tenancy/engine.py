@@ -1,0 +1,325 @@
+"""The tenancy engine: quotas, queue order and victims in every round of the Scheduler, on both
+backends (the parts and the walk are described in dlsched.tenancy.points).
+
+`Scheduler(profile, tenancy=Tenancy(tree, "kueue"))`: each round, after the profile has sorted
+the waiting jobs, `admit(queue, ctx)` walks them queue by queue and returns those admitted, in
+the walk's order; the profile's allocation and placement see only those. Jobs refused wait
+"blocked by quota" with the walk's reason; admitted jobs the placement cannot place wait
+"blocked by placement" (Philly's fair-share delay and fragmentation delay). Victims are
+suspended in the round's transaction with their reason, which goes into the event log.
+
+Only whole running DL jobs are victims, and only when the refused job would then fit on the
+nodes as well (tried on a fork of the transaction with the profile's filters, first node that
+passes): a preemption never frees quota the job could not use.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dlsched.core.errors import ConfigError
+from dlsched.core.types import CPU, GPU, MEM, Launch, Migrate, Resize, Resume
+from dlsched.scheduler import events as ev
+from dlsched.tenancy.accounts import Accounts
+from dlsched.tenancy.book import Book, request_of
+from dlsched.tenancy.modes import Mode
+from dlsched.tenancy.tree import DEFAULT_QUEUE, ROOT, QueueNode, QueueTree
+
+_EPS = 1e-9
+
+
+def with_default(tree: QueueTree) -> QueueTree:
+    """The tree with a `default` leaf (no quota: it runs on what others lend) when it has none:
+    where jobs that name no queue go."""
+    if DEFAULT_QUEUE in tree.nodes:
+        return tree
+    nodes = {**tree.nodes, DEFAULT_QUEUE: QueueNode(DEFAULT_QUEUE)}
+    children = {k: list(v) for k, v in tree.children.items()}
+    children.setdefault(ROOT, []).append(DEFAULT_QUEUE)
+    return QueueTree(nodes, children, tree.file)
+
+
+class View:
+    """The walk's state, as the parts see it (dlsched.tenancy.points)."""
+
+    def __init__(self, engine: Tenancy, book: Book, now: float, capacity: dict, demand: dict, victims: list):
+        self.tree, self.book, self.now, self.capacity, self.demand = engine.tree, book, now, capacity, demand
+        self.ledger, self.params, self._engine = engine.mode.ledger, engine.mode.spec, engine
+        self.entitled: dict[str, float] = {}
+        self.pending: dict[str, object] = {}
+        self.cache: dict = {}
+        self._victims = victims            # (record, leaf, request) of every possible victim
+
+    def leaf_of(self, rec) -> str:
+        return self._engine.leaf_of(rec)
+
+    def request(self, rec) -> dict[str, float]:
+        return self._engine.request(rec)
+
+    def started(self, rec) -> float | None:
+        return self._engine.started.get(rec.job_id, rec.first_start_s)
+
+    def candidates(self, job) -> list[tuple[object, str, dict, str]]:
+        """Running jobs that may be preempted for `job` now: (record, leaf, request, kind), kind
+        `reclaim` (another queue) or `preempt` (its own), minimum runtimes and the
+        non-preemptible class respected."""
+        out = []
+        leaf = self.leaf_of(job)
+        npp = self.params.non_preemptible_priority
+        for rec, vleaf, vreq in self._victims:
+            if npp is not None and rec.spec.priority >= npp:
+                continue
+            kind = "preempt" if vleaf == leaf else "reclaim"
+            floor = self.params.preempt_min_runtime_s if kind == "preempt" else self.params.reclaim_min_runtime_s
+            since = self.started(rec)
+            if floor > 0 and since is not None and self.now - since < floor - _EPS:
+                continue
+            out.append((rec, vleaf, vreq, kind))
+        return out
+
+    def fits(self, leaf: str, job, req: dict) -> str:
+        """The whole admission check: "" or why not."""
+        why = self.book.fits(leaf, req)
+        if why:
+            return why
+        npp = self.params.non_preemptible_priority
+        if npp is not None and job.spec.priority >= npp:
+            b = self.book
+            for r, x in req.items():
+                mine = self._engine.nonpreemptible_use(b, leaf, r)
+                if x > _EPS and mine + x > b.nominal(leaf, r) + _EPS:
+                    return (f"non-preemptible (priority {job.spec.priority} >= {npp}): only within quota; "
+                            f"{leaf} has {b.nominal(leaf, r):g} {r} nominal, {mine:g} used by such jobs")
+        return self._engine.mode.entitlement.admits(self, leaf, job, req)
+
+
+class Tenancy:
+    """Quotas and fair share over a queue tree, in one of the named modes (see the module)."""
+
+    def __init__(self, tree: QueueTree, mode: str = "kueue", overrides: dict | None = None):
+        self.tree = with_default(tree)
+        self.mode = Mode(mode, overrides)
+        self.started: dict[str, float] = {}          # job -> its last launch / resume / move
+        self._req: dict[str, tuple] = {}
+        self._np_use: dict[tuple[str, str], float] = {}
+        self.accounts = Accounts(self)
+        self.sched = None
+        self.refused: set[str] = set()
+
+    # -- identity ----------------------------------------------------------------------------
+    def leaf_of(self, rec) -> str:
+        return getattr(rec, "spec", rec).queue or DEFAULT_QUEUE
+
+    def request(self, rec) -> dict[str, float]:
+        got = self._req.get(rec.job_id)
+        if got is None or got[0] is not rec.tasks:
+            got = (rec.tasks, request_of(rec.spec, rec.tasks, self.tree.resources()))
+            self._req[rec.job_id] = got
+        return got[1]
+
+    def check_jobs(self, jobs, file: str | None = None) -> None:
+        """Every job names a leaf of the tree (or none): one ConfigError naming the first that
+        does not."""
+        leaves = set(self.tree.leaves)
+        for i, job in enumerate(jobs):
+            q = job.queue
+            if q is not None and q not in leaves:
+                what = "an inner queue (only leaves hold jobs)" if q in self.tree.nodes else "an unknown queue"
+                raise ConfigError(f"jobs[{i}].queue", f"job {job.job_id}: {q!r} is {what}; leaves: "
+                                  f"{', '.join(sorted(leaves)[:12])}", file=file)
+
+    def bind(self, sched) -> None:
+        self.sched = sched
+        if self.mode.ledger is not None:
+            cap = getattr(sched, "_capacity_gpus", 0.0)
+            self.mode.ledger.capacity = cap
+
+    # -- the round ---------------------------------------------------------------------------
+    def _capacity(self, snap) -> dict[str, float]:
+        up = snap.up
+        cap = snap.capacity[up]
+        out = {"gpu": float(cap[:, GPU].sum()), "cpu": float(cap[:, CPU].sum()), "mem_gb": float(cap[:, MEM].sum())}
+        for r in self.tree.resources():
+            if r.startswith("gpu:"):
+                idx = [n.node_id for n in snap.cluster.nodes if n.gpu_type == r[4:] and up[n.node_id]]
+                out[r] = float(snap.capacity[idx, GPU].sum()) if idx else 0.0
+        return out
+
+    def _book(self, ctx, capacity) -> tuple[Book, list]:
+        pool = {}
+        if self.mode.spec.pool == "cluster":
+            top = self.tree.children.get(ROOT, [])
+            probe = Book(self.tree)
+            pool = {r: max(0.0, capacity.get(r, 0.0) - sum(probe.subtree_quota(c, r) for c in top))
+                    for r in probe.resources}
+        book = Book(self.tree, pool)
+        txn = ctx.txn
+        victims = []
+        self._np_use.clear()
+        npp = self.mode.spec.non_preemptible_priority
+        holders = list(self.sched.running.values()) + [r for r in self.sched.queue if r.placed]
+        for rec in holders:
+            if rec.job_id in txn.released:
+                continue
+            leaf, req = self.leaf_of(rec), self.request(rec)
+            book.add(leaf, req)
+            if npp is not None and rec.spec.priority >= npp:
+                for r, x in req.items():
+                    self._np_use[(leaf, r)] = self._np_use.get((leaf, r), 0.0) + x
+            if (rec.spec.kind == "dl" and rec.placed and not rec.unplaced() and rec.job_id not in txn.decided
+                    and rec.held_gpus() > _EPS):
+                victims.append((rec, leaf, req))
+        return book, victims
+
+    def nonpreemptible_use(self, book, leaf, r) -> float:
+        return self._np_use.get((leaf, r), 0.0)
+
+    def admit(self, queue: list, ctx) -> list:
+        """The admission walk of one round (module docstring): the admitted jobs, in order."""
+        capacity = self._capacity(ctx.snap)
+        book, victims = self._book(ctx, capacity)
+        demand: dict[str, float] = {n: book.usage[n].get("gpu", 0.0) if "gpu" in book.resources else 0.0
+                                    for n in (*self.tree.nodes, ROOT)}
+        lanes: dict[str, list] = {}
+        for rec in queue:
+            leaf = self.leaf_of(rec)
+            lanes.setdefault(leaf, []).append(rec)
+            g = float(sum(t.demand[GPU] for t in rec.unplaced()))
+            for n in book.path(leaf):
+                demand[n] = demand.get(n, 0.0) + g
+        view = View(self, book, ctx.now, capacity, demand, victims)
+        if self.mode.ledger is not None:
+            self.mode.ledger.capacity = capacity.get("gpu", 0.0)
+        view.entitled = self.mode.entitlement.compute(view)
+        strict = self.strict
+        admitted, self.refused = [], set()
+        heads = {leaf: 0 for leaf in lanes}
+        order = self.mode.queue_order
+        penalties = []
+        while heads:
+            best = None
+            for leaf, i in heads.items():
+                rec = lanes[leaf][i]
+                k = order.key(view, leaf, rec, self.request(rec))
+                if best is None or k < best[0]:
+                    best = (k, leaf, rec)
+            _, leaf, rec = best
+            req = self.request(rec)
+            why = self._lender_blocks(view, leaf, req) or view.fits(leaf, rec, req)
+            if why:
+                chosen = self.mode.victims.choose(view, rec, leaf, req) if why.startswith(("over", "non-")) else []
+                if chosen and self._feasible(ctx, rec, [v for v, _ in chosen]):
+                    for v, reason in chosen:
+                        placements = list(v.placed.values())
+                        ctx.txn.release(v.job_id, placements, [v.tasks[tp.task].demand for tp in placements],
+                                        reason=f"{reason}: for {rec.job_id} ({leaf})")
+                        book.add(self.leaf_of(v), self.request(v), -1.0)
+                        self.accounts.preempted(self.leaf_of(v), reason)
+                    view._victims = [t for t in view._victims if all(t[0] is not v for v, _ in chosen)]
+                    why = view.fits(leaf, rec, req)
+            if why:
+                rec.why = why
+                self.refused.add(rec.job_id)
+                view.pending.setdefault(leaf, rec)
+                if strict:
+                    for later in lanes[leaf][heads[leaf] + 1:]:
+                        later.why = f"behind {rec.job_id} in queue {leaf} ({why})"
+                        self.refused.add(later.job_id)
+                    del heads[leaf]
+                    continue
+            else:
+                book.add(leaf, req)
+                admitted.append(rec)
+                penalties.append((leaf, rec))
+            heads[leaf] += 1
+            if heads[leaf] >= len(lanes[leaf]):
+                del heads[leaf]
+        self._penalties = penalties
+        self._view = view
+        return admitted
+
+    @property
+    def strict(self) -> bool:
+        """A queue whose head is refused (or not placed) blocks the rest of that queue."""
+        s = self.mode.spec.strategy
+        return s == "strict" or (s == "profile" and bool(self.sched.profile.blocking))
+
+    def _lender_blocks(self, view, leaf: str, req: dict) -> str:
+        """Kueue: capacity lent by a queue whose refused head needs its own quota back and that
+        may not reclaim it is not lent in this round."""
+        victims = self.mode.victims
+        policy = getattr(victims, "reclaim", "any")
+        if policy == "any" or not view.pending:
+            return ""
+        b = view.book
+        if all(b.usage[leaf][r] + x <= b.nominal(leaf, r) + _EPS for r, x in req.items() if x > _EPS):
+            return ""          # not borrowing
+        for other, head in view.pending.items():
+            if other == leaf:
+                continue
+            if any(b.usage[other][r] < b.nominal(other, r) - _EPS for r in b.resources):
+                return (f"over quota: would borrow what {other} lends, and {other}'s waiting {head.job_id} "
+                        f"may need it back ({other} may not reclaim)")
+        return ""
+
+    def _feasible(self, ctx, job, victims) -> bool:
+        trial = ctx.txn.fork()
+        for v in victims:
+            placements = list(v.placed.values())
+            trial.release(v.job_id, placements, [v.tasks[tp.task].vector for tp in placements])
+        for task in job.unplaced():
+            ok = ctx.feasible(job.spec, task, trial.free)
+            if not ok.any():
+                return False
+            trial.reserve(job.job_id, task, int(np.argmax(ok)))
+        return True
+
+    # -- outside rounds ------------------------------------------------------------------------
+    def committed(self, now: float, waiting: list, decided: set) -> None:
+        """The last round's walk was carried out: its admissions pay their entry penalties, and
+        the accounts take its entitlements and each waiting job's kind of wait."""
+        if getattr(self, "_view", None) is not None:
+            self.accounts.round(now, self._view, waiting, decided, self.refused)
+        led = self.mode.ledger
+        for leaf, rec in getattr(self, "_penalties", ()):
+            if led is not None and rec.placed:
+                g = self.request(rec).get("gpu", float(sum(t.demand[GPU] for t in rec.tasks)))
+                led.admit(f"queue:{leaf}", g)
+                led.admit(f"user:{rec.spec.user}", g)
+        self._penalties = []
+
+    def observe(self, now: float, events: list, applied) -> None:
+        if applied is not None:
+            for d in applied.decisions:
+                if isinstance(d, (Launch, Resume, Migrate, Resize)):
+                    self.started[d.job_id] = now
+        for e in events:
+            if isinstance(e, ev.JobFinish):
+                self.started.pop(e.job_id, None)
+                self._req.pop(e.job_id, None)
+        held: dict[str, float] = {}
+        for rec in self.sched.running.values():
+            g = rec.held_gpus()
+            if g > 0:
+                q, u = f"queue:{self.leaf_of(rec)}", f"user:{rec.spec.user}"
+                held[q] = held.get(q, 0.0) + g
+                held[u] = held.get(u, 0.0) + g
+        if self.mode.ledger is not None:
+            self.mode.ledger.advance(now, self._last_held if hasattr(self, "_last_held") else {})
+        self._last_held = held
+        self.accounts.advance(now, held)
+
+    def next_wake(self, now: float) -> float | None:
+        """When a minimum runtime ends for a job that may be a victim while someone waits
+        blocked by quota: a round then (the reclaim refused before may go ahead)."""
+        floors = (self.mode.spec.reclaim_min_runtime_s, self.mode.spec.preempt_min_runtime_s)
+        if not self.refused or max(floors) <= 0:
+            return None
+        t = math.inf
+        for rec in self.sched.running.values():
+            since = self.started.get(rec.job_id, rec.first_start_s)
+            for f in floors:
+                if f > 0 and since is not None and since + f > now + _EPS:
+                    t = min(t, since + f)
+        return None if t == math.inf else t
