@@ -30,6 +30,7 @@ CLUSTER_HELP = "a preset (seed000, seed002, liquid-N, v100-N, pollux, philly) or
 SPEED_HELP = "YAML overriding the speed model: overlap, interference table"
 WORKLOAD_HELP = "a workload file (CSV, Parquet, JSON lines; gzipped or not) or a generator name"
 FORCE_HELP = "replace the contents of a non-empty --out folder (once the inputs have validated)"
+from dlsched.cli.tenancy import QUEUES_OPTION, TENANCY_OPTION  # noqa: E402
 
 _ARGV: list[str] = []   # the command line main() ran, recorded in summary.json
 
@@ -101,14 +102,14 @@ class _Progress:
 
 
 def _run_one(cluster, jobs, wname, policy, seed, policy_config, restart_delay_s, speed=None,
-             start_delay_s=0.0):
+             start_delay_s=0.0, tenancy=(None, "kueue")):
     from dlsched.api import simulate
     horizon = max((j.submit_time_s for j in jobs), default=0.0)
     prog = _Progress(policy, len(jobs), horizon)
     try:
         res = simulate(cluster, jobs, policy, seed=seed, policy_config=policy_config,
                        restart_delay_s=restart_delay_s, speed=speed, progress=prog,
-                       start_delay_s=start_delay_s)
+                       start_delay_s=start_delay_s, queues=tenancy[0], tenancy=tenancy[1])
     finally:
         prog.close()
     res.workload = wname
@@ -126,9 +127,9 @@ def _check_policies(flag: str, names: list[str]) -> None:
 
 
 def _load(cluster: str, workload: str, fmt: Optional[str], seed: int, policy_config: Optional[Path],
-          speed_config: Optional[Path]):
+          speed_config: Optional[Path], queues: Optional[str] = None, mode: str = "kueue"):
     """Every input of simulate / compare, validated before any run: (cluster, jobs, workload name,
-    speed model, provenance)."""
+    speed model, provenance, (queue tree or None, tenancy mode))."""
     from dlsched.api import load_policy_config
     from dlsched.cluster.topology import is_preset, load_cluster
     from dlsched.workload.io import is_named_workload, load_workload
@@ -139,9 +140,12 @@ def _load(cluster: str, workload: str, fmt: Optional[str], seed: int, policy_con
         speed = load_speed_config(speed_config)
     cl = load_cluster(cluster)
     jobs = load_workload(workload, format=fmt, seed=seed)
+    from dlsched.cli.tenancy import load_tenancy
+    ten = load_tenancy(queues, mode, jobs, workload)
     prov = _provenance(seed, cluster=(cluster, is_preset(cluster)), workload=(workload, is_named_workload(workload)),
-                       policy_config=(policy_config, False), speed_config=(speed_config, False))
-    return cl, jobs, Path(workload).name, speed, prov
+                       policy_config=(policy_config, False), speed_config=(speed_config, False),
+                       queues=(queues, queues is not None and not Path(queues).exists()))
+    return cl, jobs, Path(workload).name, speed, prov, ten
 
 
 def _provenance(seed, **inputs: tuple) -> dict:
@@ -220,12 +224,13 @@ def simulate(
     start_delay_s: float = _delay(0.0, "--start-delay-s", "cost of a job's first start (Pollux: 30)"),
     speed_config: Optional[Path] = typer.Option(None, "--speed-config", help=SPEED_HELP),
     report: bool = typer.Option(False, "--report/--no-report", help="also write report.html with plots"),
+    queues: Optional[str] = QUEUES_OPTION, tenancy: str = TENANCY_OPTION,
 ):
     """Simulate one policy; write jobs.parquet, summary.json, timeline and events to --out."""
     _check_out(out, force)
     _check_policies("--policy", [policy])
-    cl, jobs, wname, speed, prov = _load(cluster, workload, fmt, seed, policy_config, speed_config)
-    res = _run_one(cl, jobs, wname, policy, seed, policy_config, restart_delay_s, speed, start_delay_s)
+    cl, jobs, wname, speed, prov, ten = _load(cluster, workload, fmt, seed, policy_config, speed_config, queues, tenancy)
+    res = _run_one(cl, jobs, wname, policy, seed, policy_config, restart_delay_s, speed, start_delay_s, ten)
     _clear_out(out)
     res.save(out, prov)
     _print_summary([res], f"{policy} on {cl.name} / {wname}")
@@ -250,6 +255,7 @@ def compare(
     restart_delay_s: float = _delay(30.0, "--restart-delay-s", "cost of resume / migrate / resize"),
     start_delay_s: float = _delay(0.0, "--start-delay-s", "cost of a job's first start (Pollux: 30)"),
     speed_config: Optional[Path] = typer.Option(None, "--speed-config", help=SPEED_HELP),
+    queues: Optional[str] = QUEUES_OPTION, tenancy: str = TENANCY_OPTION,
 ):
     """Run several policies on the same cluster and workload; print a table, write an HTML report."""
     from dlsched.metrics.result import write_json
@@ -260,8 +266,8 @@ def compare(
     if len(set(names)) < len(names):
         raise DlschedError(f"--policies: a policy is named twice ({policies})")
     _check_policies("--policies", names)
-    cl, jobs, wname, speed, prov = _load(cluster, workload, fmt, seed, policy_config, speed_config)
-    results = [_run_one(cl, jobs, wname, p, seed, policy_config, restart_delay_s, speed, start_delay_s)
+    cl, jobs, wname, speed, prov, ten = _load(cluster, workload, fmt, seed, policy_config, speed_config, queues, tenancy)
+    results = [_run_one(cl, jobs, wname, p, seed, policy_config, restart_delay_s, speed, start_delay_s, ten)
                for p in names]
     _clear_out(out)
     for res in results:

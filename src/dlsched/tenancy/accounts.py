@@ -12,19 +12,22 @@ Integrated over time, per queue, between the batches of events the scheduler see
 and for the cluster, idle_within_quota_gpu_s: GPUs left idle while a job that fitted its
 queue's nominal quota waited (a work-conservation loss).
 
-Per job: quota_wait_s (refused by the admission walk) and placement_wait_s (admitted, but not
-placed), measured from round to round; their sum is the job's wait (Philly's fair-share delay
-and fragmentation delay). Preemptions by reason per queue.
+Per queue: quota_wait_s, the job-seconds its jobs waited refused by the admission walk (or
+behind one refused, in a strict queue), and placement_wait_s, those admitted but not placed,
+counted from round to round (Philly's fair-share delay and fragmentation delay). Preemptions by
+reason per queue.
 
 Fairness:
     jain_index    (sum x)^2 / (n sum x^2) over queues with entitled GPU-hours, x = used / entitled
     ftf rho       Themis's finish-time fairness: JCT over the JCT alone on 1/N of the cluster,
-                  N the queues with demand when the job arrived; the JCT alone is its run time
+                  N the queues with demand at the first round after the job arrived; the JCT alone is its run time
                   (GPU-seconds held over its GPUs), stretched by g N / C when it asks more than
                   a 1/N share of the C GPUs. max_ftf_rho and unfair_fraction (rho > 1.05, as
                   Shockwave's analysis) over finished jobs.
 """
 from __future__ import annotations
+
+import bisect
 
 import numpy as np
 
@@ -46,13 +49,15 @@ class Accounts:
         self.nominal: dict[str, float] = {}
         self.idle_flag = False
         self.capacity = 0.0
-        self.wait: dict[str, list] = {}         # job -> [quota_s, placement_s, kind, since]
-        self.contending: dict[str, int] = {}    # job -> queues with demand when first seen
+        self.blocked: dict[str, tuple[int, int]] = {}   # queue -> jobs waiting by quota, by placement
+        self.active_t: list[float] = []         # round times, and the queues with demand then
+        self.active_n: list[int] = []
 
     def _acc(self, leaf: str) -> dict[str, float]:
         a = self.q.get(leaf)
         if a is None:
-            a = self.q[leaf] = {"used_gpu_s": 0.0, "entitled_gpu_s": 0.0, "borrowed_gpu_s": 0.0, "lent_gpu_s": 0.0}
+            a = self.q[leaf] = {"used_gpu_s": 0.0, "entitled_gpu_s": 0.0, "borrowed_gpu_s": 0.0, "lent_gpu_s": 0.0,
+                                "quota_wait_s": 0.0, "placement_wait_s": 0.0}
         return a
 
     def preempted(self, leaf: str, reason: str) -> None:
@@ -80,48 +85,37 @@ class Accounts:
                 lent = min(borrowed_total, idle_sum)
                 for leaf, x in idle_nominal.items():
                     self._acc(leaf)["lent_gpu_s"] += lent * x / idle_sum * dt
+            for leaf, (nq, npl) in self.blocked.items():
+                a = self._acc(leaf)
+                a["quota_wait_s"] += nq * dt
+                a["placement_wait_s"] += npl * dt
             if self.idle_flag:
                 self.idle_within_quota_gpu_s += max(0.0, self.capacity - sum(used.values())) * dt
         self.t = now
         self.held = held
 
-    def round(self, now: float, view, waiting: list, decided: set, refused: set) -> None:
-        """After a round: the entitlements and demands in force until the next, and each
-        waiting job's kind of wait."""
-        tree = self.engine.tree
-        leaves = tree.leaves
+    def round(self, now: float, view, lanes: dict, decided: set, refused: set) -> None:
+        """After a round: the entitlements and demands in force until the next, and how many
+        jobs of each queue wait blocked by quota and by placement."""
+        leaves = self.engine.tree.leaves
         self.entitled = {leaf: view.entitled.get(leaf, 0.0) for leaf in leaves}
         self.demand = {leaf: view.demand.get(leaf, 0.0) for leaf in leaves}
         b = view.book
         self.nominal = {leaf: (b.nominal(leaf, "gpu") if "gpu" in b.resources else 0.0) for leaf in leaves}
         self.capacity = view.capacity.get("gpu", 0.0)
-        active = sum(1 for leaf in leaves if self.demand.get(leaf, 0.0) > _EPS)
+        self.active_t.append(now)
+        self.active_n.append(sum(1 for leaf in leaves if self.demand.get(leaf, 0.0) > _EPS))
+        self.blocked = {}
         flag = False
-        for rec in waiting:
-            jid = rec.job_id
-            w = self.wait.get(jid)
-            if w is None:
-                w = self.wait[jid] = [0.0, 0.0, None, min(rec.submit_time_s, now)]
-                self.contending.setdefault(jid, max(active, 1))
-            if w[2] is not None:
-                w[0 if w[2] == "quota" else 1] += max(0.0, now - w[3])
-            if jid in decided:
-                w[2] = None
-                continue
-            kind = "quota" if jid in refused else "placement"
-            if w[2] is None and w[3] < now and rec.first_start_s is None and w[0] == w[1] == 0.0:
-                w[0 if kind == "quota" else 1] += now - w[3]     # from its arrival to this round
-            w[2], w[3] = kind, now
+        for leaf, lane in lanes.items():
+            nq = sum(1 for r in lane if r.job_id in refused)
+            nd = sum(1 for r in lane if r.job_id in decided)
+            self.blocked[leaf] = (nq, len(lane) - nq - nd)
             if not flag:
-                leaf = self.engine.leaf_of(rec)
-                g = float(sum(t.demand[GPU] for t in rec.unplaced()))
-                flag = (b.usage[leaf].get("gpu", 0.0) + g <= self.nominal.get(leaf, 0.0) + _EPS
-                        if "gpu" in b.resources else True)
+                head = next((r for r in lane if r.job_id not in decided), None)
+                flag = head is not None and (b.usage[leaf].get("gpu", 0.0) + self.engine.gpus(head)
+                                             <= self.nominal.get(leaf, 0.0) + _EPS)
         self.idle_flag = flag
-
-    def job_wait(self, job_id: str) -> tuple[float, float]:
-        w = self.wait.get(job_id)
-        return (0.0, 0.0) if w is None else (w[0], w[1])
 
     def summary(self, records, now: float) -> dict:
         """summary.json's `queues` object and the fairness numbers, from the job records."""
@@ -131,22 +125,20 @@ class Accounts:
         cap = self.capacity or 1.0
         for rec in records:
             leaf = self.engine.leaf_of(rec)
-            d = per.setdefault(leaf, {"jobs": 0, "waits": [], "quota_wait_s": 0.0, "placement_wait_s": 0.0})
+            d = per.setdefault(leaf, {"jobs": 0, "waits": []})
             d["jobs"] += 1
             if rec.first_start_s is not None:
                 d["waits"].append(rec.first_start_s - rec.submit_time_s)
-            qw, pw = self.job_wait(rec.job_id)
-            d["quota_wait_s"] += qw
-            d["placement_wait_s"] += pw
             g = float(sum(t.demand[GPU] for t in rec.spec.tasks))
             if rec.finish_s is not None and g > 0 and rec.attained_gpu_s > 0:
-                n = self.contending.get(rec.job_id, 1)
+                i = bisect.bisect_right(self.active_t, rec.submit_time_s)
+                n = max(1, self.active_n[i] if i < len(self.active_n) else 1)
                 alone = rec.attained_gpu_s / g * max(1.0, g * n / cap)
                 rhos.append((rec.finish_s - rec.submit_time_s) / alone)
         out = {}
         ratios = []
         for leaf in sorted(set(per) | set(self.q)):
-            d = per.get(leaf, {"jobs": 0, "waits": [], "quota_wait_s": 0.0, "placement_wait_s": 0.0})
+            d = per.get(leaf, {"jobs": 0, "waits": []})
             a = self._acc(leaf)
             waits = np.array(d["waits"]) if d["waits"] else np.zeros(0)
             out[leaf] = {
@@ -154,7 +146,7 @@ class Accounts:
                 "median_wait_s": float(np.median(waits)) if len(waits) else 0.0,
                 "p95_wait_s": float(np.percentile(waits, 95)) if len(waits) else 0.0,
                 "mean_wait_s": float(waits.mean()) if len(waits) else 0.0,
-                "quota_wait_s": d["quota_wait_s"], "placement_wait_s": d["placement_wait_s"],
+                "quota_wait_s": a["quota_wait_s"], "placement_wait_s": a["placement_wait_s"],
                 "gpu_hours": a["used_gpu_s"] / 3600, "entitled_gpu_hours": a["entitled_gpu_s"] / 3600,
                 "borrowed_gpu_hours": a["borrowed_gpu_s"] / 3600, "lent_gpu_hours": a["lent_gpu_s"] / 3600,
                 "preemptions": dict(sorted(self.preempt.get(leaf, {}).items())),

@@ -59,17 +59,55 @@ def request_of(spec, tasks, resources) -> dict[str, float]:
 class Book:
     """Usage per queue (a leaf's own, an inner node's whole subtree) and the balances over it."""
 
-    def __init__(self, tree: QueueTree, pool: dict[str, float] | None = None):
+    def __init__(self, tree: QueueTree, pool: dict[str, float] | None = None, resources: list[str] | None = None):
         self.tree = tree
-        self.resources = tree.resources()
+        self.resources = list(resources) if resources is not None else tree.resources()
         self.pool = {r: float((pool or {}).get(r, 0.0)) for r in self.resources}
         self.usage: dict[str, dict[str, float]] = {n: dict.fromkeys(self.resources, 0.0)
                                                    for n in (*tree.nodes, ROOT)}
-        self._path = {n: [n, *tree.ancestors(n), ROOT] for n in tree.nodes}
+        self._static(tree)
 
-    def copy(self) -> Book:
+    def _static(self, tree: QueueTree) -> None:
+        """The tree's quotas as plain tables, built once per tree and resource list (a round
+        builds a Book; these do not change)."""
+        key = (tuple(self.resources), tuple(sorted(self.pool.items())))
+        cache = tree.__dict__.setdefault("_book_tables", {})
+        t = cache.get(key)
+        if t is None:
+            nodes = (*tree.nodes, ROOT)
+
+            def q(x, r):
+                return None if x == ROOT else tree.nodes[x].quotas.get(r)
+
+            def val(x, r, f, none):
+                qq = q(x, r)
+                v = None if qq is None else getattr(qq, f)
+                return none if v is None else v
+            t = {"path": {n: [n, *tree.ancestors(n), ROOT] for n in tree.nodes},
+                 "kids": {n: list(tree.children.get(n, [])) for n in nodes},
+                 "nom": {n: {r: (self.pool[r] if n == ROOT else val(n, r, "nominal", 0.0)) for r in self.resources}
+                         for n in nodes},
+                 "bl": {n: {r: (0.0 if n == ROOT else val(n, r, "borrowing_limit", INF)) for r in self.resources}
+                        for n in nodes},
+                 "ll": {n: {r: val(n, r, "lending_limit", INF) for r in self.resources} for n in nodes},
+                 "lim": {n: {r: val(n, r, "limit", INF) for r in self.resources} for n in nodes}}
+            sub: dict = {}
+
+            def subq(x, r):
+                if (x, r) not in sub:
+                    sub[(x, r)] = t["nom"][x][r] + sum(subq(c, r) for c in t["kids"][x])
+                return sub[(x, r)]
+            t["sub"] = {n: {r: subq(n, r) for r in self.resources} for n in nodes}
+            t["lend"] = {n: {r: t["nom"][n][r] + sum(min(t["ll"][c][r], t["sub"][c][r]) for c in t["kids"][n])
+                             for r in self.resources} for n in nodes}
+            cache[key] = t
+        self._t = t
+        self._path, self._kids = t["path"], t["kids"]
+
+    def copy(self) -> "Book":
         b = Book.__new__(Book)
-        b.tree, b.resources, b.pool, b._path = self.tree, self.resources, self.pool, self._path
+        b.tree, b.resources, b.pool, b._t, b._path, b._kids = (self.tree, self.resources, self.pool, self._t,
+                                                               self._path, self._kids)
         b.usage = {n: dict(u) for n, u in self.usage.items()}
         return b
 
@@ -85,46 +123,41 @@ class Book:
                     u[r] += sign * x
 
     # -- quotas ----------------------------------------------------------------------------
-    def _quota(self, x: str, r: str):
-        return None if x == ROOT else self.tree.nodes[x].quotas.get(r)
-
     def nominal(self, x: str, r: str) -> float:
-        if x == ROOT:
-            return self.pool[r]
-        q = self._quota(x, r)
-        return q.nominal if q is not None else 0.0
+        return self._t["nom"][x][r]
 
     def borrowing_limit(self, x: str, r: str) -> float:
-        if x == ROOT:
-            return 0.0
-        q = self._quota(x, r)
-        return INF if q is None or q.borrowing_limit is None else q.borrowing_limit
+        return self._t["bl"][x][r]
 
     def lending_limit(self, x: str, r: str) -> float:
-        q = self._quota(x, r)
-        return INF if q is None or q.lending_limit is None else q.lending_limit
+        return self._t["ll"][x][r]
 
     def limit(self, x: str, r: str) -> float:
-        q = self._quota(x, r)
-        return INF if q is None or q.limit is None else q.limit
+        return self._t["lim"][x][r]
 
     def children(self, x: str) -> list[str]:
-        return self.tree.children.get(x, [])
+        return self._kids[x]
 
     def balance(self, x: str, r: str) -> float:
         """T(x, r) of the module's docstring."""
-        kids = self.children(x)
+        t = self._t
+        kids = self._kids[x]
         if not kids and x != ROOT:
-            return self.nominal(x, r) - self.usage[x][r]
-        return self.nominal(x, r) + sum(min(self.lending_limit(c, r), self.balance(c, r)) for c in kids)
+            return t["nom"][x][r] - self.usage[x][r]
+        ll = t["ll"]
+        total = t["nom"][x][r]
+        for c in kids:
+            b = self.balance(c, r)
+            lim = ll[c][r]
+            total += b if b < lim else lim
+        return total
 
     def subtree_quota(self, x: str, r: str) -> float:
-        return self.nominal(x, r) + sum(self.subtree_quota(c, r) for c in self.children(x))
+        return self._t["sub"][x][r]
 
     def lendable(self, x: str, r: str) -> float:
         """What is potentially available at x for r (Kueue fair sharing's lendable)."""
-        return self.nominal(x, r) + sum(min(self.lending_limit(c, r), self.subtree_quota(c, r))
-                                        for c in self.children(x))
+        return self._t["lend"][x][r]
 
     def borrowed(self, x: str, r: str = "gpu") -> float:
         """How much x's subtree uses above its own quotas (0 when r is not constrained)."""

@@ -21,6 +21,7 @@ import numpy as np
 from dlsched.core.errors import ConfigError
 from dlsched.core.types import CPU, GPU, MEM, Launch, Migrate, Resize, Resume
 from dlsched.scheduler import events as ev
+from dlsched.scheduler.context import _SETTLED
 from dlsched.tenancy.accounts import Accounts
 from dlsched.tenancy.book import Book, request_of
 from dlsched.tenancy.modes import Mode
@@ -84,7 +85,7 @@ class View:
         if why:
             return why
         npp = self.params.non_preemptible_priority
-        if npp is not None and job.spec.priority >= npp:
+        if npp is not None and job.spec.priority >= npp and self.params.non_preemptible_in_quota:
             b = self.book
             for r, x in req.items():
                 mine = self._engine.nonpreemptible_use(b, leaf, r)
@@ -94,15 +95,45 @@ class View:
         return self._engine.mode.entitlement.admits(self, leaf, job, req)
 
 
+class _Victims:
+    """The jobs a victim may be taken from, listed when first asked (most rounds ask nothing):
+    (record, leaf, request) of each whole running DL job not released or decided in the round."""
+
+    def __init__(self, engine: "Tenancy", txn):
+        self.engine, self.txn, self.items = engine, txn, None
+
+    def __iter__(self):
+        if self.items is None:
+            jobs, txn, out = self.engine.sched.jobs, self.txn, []
+            for jid, (leaf, req, g, _) in self.engine._hold.items():
+                rec = jobs[jid]
+                if (rec.spec.kind == "dl" and g > _EPS and not rec.unplaced() and jid not in txn.released
+                        and jid not in txn.decided):
+                    out.append((rec, leaf, req))
+            self.items = out
+        return iter(self.items)
+
+    def drop(self, chosen) -> None:
+        ids = {v.job_id for v in chosen}
+        self.items = [t for t in self if t[0].job_id not in ids]
+
+
 class Tenancy:
     """Quotas and fair share over a queue tree, in one of the named modes (see the module)."""
 
     def __init__(self, tree: QueueTree, mode: str = "kueue", overrides: dict | None = None):
         self.tree = with_default(tree)
         self.mode = Mode(mode, overrides)
+        # the constrained resources: the tree's, and GPUs always where the whole cluster is divided
+        res = self.tree.resources()
+        self.resources = res if self.mode.spec.pool == "none" or "gpu" in res else ["gpu", *res]
         self.started: dict[str, float] = {}          # job -> its last launch / resume / move
         self._req: dict[str, tuple] = {}
-        self._np_use: dict[tuple[str, str], float] = {}
+        self._gpus: dict[str, tuple] = {}
+        self._hold: dict[str, tuple] = {}               # job -> (leaf, request, GPUs held, user)
+        self._leaf_use: dict[str, dict[str, float]] = {}   # leaf -> its holders' requests, summed
+        self._held: dict[str, float] = {}               # "queue:<leaf>" / "user:<name>" -> GPUs held
+        self._last_held: dict[str, float] = {}
         self.accounts = Accounts(self)
         self.sched = None
         self.refused: set[str] = set()
@@ -114,9 +145,16 @@ class Tenancy:
     def request(self, rec) -> dict[str, float]:
         got = self._req.get(rec.job_id)
         if got is None or got[0] is not rec.tasks:
-            got = (rec.tasks, request_of(rec.spec, rec.tasks, self.tree.resources()))
+            got = (rec.tasks, request_of(rec.spec, rec.tasks, self.resources))
             self._req[rec.job_id] = got
         return got[1]
+
+    def gpus(self, rec) -> float:
+        """The GPUs a job asks for (all its tasks; kept per job)."""
+        g = self._gpus.get(rec.job_id)
+        if g is None or g[0] is not rec.tasks:
+            g = self._gpus[rec.job_id] = (rec.tasks, float(sum(t.demand[GPU] for t in rec.tasks)))
+        return g[1]
 
     def check_jobs(self, jobs, file: str | None = None) -> None:
         """Every job names a leaf of the tree (or none): one ConfigError naming the first that
@@ -140,40 +178,57 @@ class Tenancy:
         up = snap.up
         cap = snap.capacity[up]
         out = {"gpu": float(cap[:, GPU].sum()), "cpu": float(cap[:, CPU].sum()), "mem_gb": float(cap[:, MEM].sum())}
-        for r in self.tree.resources():
+        for r in self.resources:
             if r.startswith("gpu:"):
                 idx = [n.node_id for n in snap.cluster.nodes if n.gpu_type == r[4:] and up[n.node_id]]
                 out[r] = float(snap.capacity[idx, GPU].sum()) if idx else 0.0
         return out
 
     def _book(self, ctx, capacity) -> tuple[Book, list]:
+        """The book at the start of a round: what the jobs holding resources use (kept as they
+        change, in observe), less the jobs the round has already released."""
         pool = {}
         if self.mode.spec.pool == "cluster":
             top = self.tree.children.get(ROOT, [])
-            probe = Book(self.tree)
+            probe = Book(self.tree, resources=self.resources)
             pool = {r: max(0.0, capacity.get(r, 0.0) - sum(probe.subtree_quota(c, r) for c in top))
                     for r in probe.resources}
-        book = Book(self.tree, pool)
-        txn = ctx.txn
-        victims = []
-        self._np_use.clear()
-        npp = self.mode.spec.non_preemptible_priority
-        holders = list(self.sched.running.values()) + [r for r in self.sched.queue if r.placed]
-        for rec in holders:
-            if rec.job_id in txn.released:
-                continue
-            leaf, req = self.leaf_of(rec), self.request(rec)
-            book.add(leaf, req)
-            if npp is not None and rec.spec.priority >= npp:
-                for r, x in req.items():
-                    self._np_use[(leaf, r)] = self._np_use.get((leaf, r), 0.0) + x
-            if (rec.spec.kind == "dl" and rec.placed and not rec.unplaced() and rec.job_id not in txn.decided
-                    and rec.held_gpus() > _EPS):
-                victims.append((rec, leaf, req))
-        return book, victims
+        book = Book(self.tree, pool, self.resources)
+        for leaf, use in self._leaf_use.items():
+            book.add(leaf, use)
+        for jid in ctx.txn.released:
+            h = self._hold.get(jid)
+            if h is not None:
+                book.add(h[0], h[1], -1.0)
+        return book, _Victims(self, ctx.txn)
+
+    def _update(self, rec) -> None:
+        """Keep what `rec` holds now in the running sums (quota use per queue, GPUs per queue and
+        user)."""
+        jid = rec.job_id
+        old = self._hold.pop(jid, None)
+        if old is not None:
+            leaf, req, g, user = old
+            use = self._leaf_use[leaf]
+            for r, x in req.items():
+                use[r] -= x
+            self._held[f"queue:{leaf}"] -= g
+            self._held[f"user:{user}"] -= g
+        if rec.placed and rec.state not in _SETTLED:
+            leaf, req, g, user = self.leaf_of(rec), self.request(rec), rec.held_gpus(), rec.spec.user
+            self._hold[jid] = (leaf, req, g, user)
+            use = self._leaf_use.setdefault(leaf, dict.fromkeys(self.resources, 0.0))
+            for r, x in req.items():
+                use[r] += x
+            for k in (f"queue:{leaf}", f"user:{user}"):
+                self._held[k] = self._held.get(k, 0.0) + g
 
     def nonpreemptible_use(self, book, leaf, r) -> float:
-        return self._np_use.get((leaf, r), 0.0)
+        """What the leaf's non-preemptible jobs hold of r (KAI's in-quota rule)."""
+        npp = self.mode.spec.non_preemptible_priority
+        jobs = self.sched.jobs
+        return sum(h[1].get(r, 0.0) for jid, h in self._hold.items()
+                   if h[0] == leaf and jobs[jid].spec.priority >= npp)
 
     def admit(self, queue: list, ctx) -> list:
         """The admission walk of one round (module docstring): the admitted jobs, in order."""
@@ -182,10 +237,16 @@ class Tenancy:
         demand: dict[str, float] = {n: book.usage[n].get("gpu", 0.0) if "gpu" in book.resources else 0.0
                                     for n in (*self.tree.nodes, ROOT)}
         lanes: dict[str, list] = {}
+        asked: dict[str, float] = {}
         for rec in queue:
-            leaf = self.leaf_of(rec)
-            lanes.setdefault(leaf, []).append(rec)
-            g = float(sum(t.demand[GPU] for t in rec.unplaced()))
+            leaf = rec.spec.queue or DEFAULT_QUEUE
+            lane = lanes.get(leaf)
+            if lane is None:
+                lane = lanes[leaf] = []
+                asked[leaf] = 0.0
+            lane.append(rec)
+            asked[leaf] += self.gpus(rec)
+        for leaf, g in asked.items():
             for n in book.path(leaf):
                 demand[n] = demand.get(n, 0.0) + g
         view = View(self, book, ctx.now, capacity, demand, victims)
@@ -194,6 +255,7 @@ class Tenancy:
         view.entitled = self.mode.entitlement.compute(view)
         strict = self.strict
         admitted, self.refused = [], set()
+        self.lanes = lanes
         heads = {leaf: 0 for leaf in lanes}
         order = self.mode.queue_order
         penalties = []
@@ -216,7 +278,7 @@ class Tenancy:
                                         reason=f"{reason}: for {rec.job_id} ({leaf})")
                         book.add(self.leaf_of(v), self.request(v), -1.0)
                         self.accounts.preempted(self.leaf_of(v), reason)
-                    view._victims = [t for t in view._victims if all(t[0] is not v for v, _ in chosen)]
+                    view._victims.drop([v for v, _ in chosen])
                     why = view.fits(leaf, rec, req)
             if why:
                 rec.why = why
@@ -280,7 +342,7 @@ class Tenancy:
         """The last round's walk was carried out: its admissions pay their entry penalties, and
         the accounts take its entitlements and each waiting job's kind of wait."""
         if getattr(self, "_view", None) is not None:
-            self.accounts.round(now, self._view, waiting, decided, self.refused)
+            self.accounts.round(now, self._view, self.lanes, decided, self.refused)
         led = self.mode.ledger
         for leaf, rec in getattr(self, "_penalties", ()):
             if led is not None and rec.placed:
@@ -298,17 +360,20 @@ class Tenancy:
             if isinstance(e, ev.JobFinish):
                 self.started.pop(e.job_id, None)
                 self._req.pop(e.job_id, None)
-        held: dict[str, float] = {}
-        for rec in self.sched.running.values():
-            g = rec.held_gpus()
-            if g > 0:
-                q, u = f"queue:{self.leaf_of(rec)}", f"user:{rec.spec.user}"
-                held[q] = held.get(q, 0.0) + g
-                held[u] = held.get(u, 0.0) + g
+                self._gpus.pop(e.job_id, None)
+        jobs = self.sched.jobs
+        if applied is not None:
+            for d in applied.decisions:
+                self._update(jobs[d.job_id])
+        for e in events:
+            if isinstance(e, (ev.JobFinish, ev.JobStopped, ev.JobHeld, ev.TaskFinish)):
+                self._update(jobs[e.job_id])
+        # time passed with what was held before this batch (the ledger and the accounts
+        # integrate up to now, then take the new holdings)
         if self.mode.ledger is not None:
-            self.mode.ledger.advance(now, self._last_held if hasattr(self, "_last_held") else {})
-        self._last_held = held
-        self.accounts.advance(now, held)
+            self.mode.ledger.advance(now, self._last_held)
+        self._last_held = {k: v for k, v in self._held.items() if v > _EPS}
+        self.accounts.advance(now, self._last_held)
 
     def next_wake(self, now: float) -> float | None:
         """When a minimum runtime ends for a job that may be a victim while someone waits

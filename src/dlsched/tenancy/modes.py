@@ -15,8 +15,9 @@ nobody); the others divide the whole cluster, so the root holds what the top-lev
 leave. Settings every mode has: `strategy` (profile | strict | best-effort: a queue whose head
 is refused blocks the rest of that queue, as Kueue's StrictFIFO, or not, as BestEffortFIFO;
 `profile`: strict when the profile blocks, as fifo does), `non_preemptible_priority` (jobs at or
-above it are never preempted and are admitted only within their queue's nominal quota: KAI's
-build and inference classes; None: every job may be preempted), `reclaim_min_runtime_s` and
+above it are never preempted: KAI's build and inference classes, Volcano's jobs not marked
+preemptable; None: every job may be preempted), `non_preemptible_in_quota` (such jobs are
+admitted only within their queue's nominal quota: KAI), `reclaim_min_runtime_s` and
 `preempt_min_runtime_s`; and any part by name (`victims: none` turns preemption off). The differences from each system are written in docs/tenancy.md.
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dlsched.core.errors import ConfigError
 from dlsched.scheduler.framework import REGISTRY, build
 from dlsched.tenancy import entitle, ledger, orders, victims  # noqa: F401 (the parts register themselves)
 
-SETTINGS = ("entitlement", "queue_order", "victims", "ledger", "strategy", "non_preemptible_priority", "reclaim_min_runtime_s", "preempt_min_runtime_s", "params")
+SETTINGS = ("entitlement", "queue_order", "victims", "ledger", "strategy", "non_preemptible_priority", "non_preemptible_in_quota", "reclaim_min_runtime_s", "preempt_min_runtime_s", "params")
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class ModeSpec:
     pool: str = "cluster"                  # none | cluster (see the module)
     strategy: str = "profile"
     non_preemptible_priority: int | None = None
+    non_preemptible_in_quota: bool = False      # KAI: such jobs use only their queue's quota
     reclaim_min_runtime_s: float = 0.0
     preempt_min_runtime_s: float = 0.0
     params: dict = field(default_factory=dict)   # part kind -> constructor params
@@ -57,7 +59,7 @@ _mode(ModeSpec("kueue", "Kueue classic: nominal quotas, cohort borrowing, reclai
 _mode(ModeSpec("kueue-fair", "Kueue fair sharing: lowest dominant share first, S2-a/S2-b preemption",
                "nominal", "drs", "kueue-fair", pool="none", source="kubernetes-sigs/kueue KEP-1714"))
 _mode(ModeSpec("kai", "KAI-Scheduler: water-filled fair share with time-based usage, reclaim, priorities",
-               "kai", "kai", "kai", ledger="decayed", non_preemptible_priority=100,
+               "kai", "kai", "kai", ledger="decayed", non_preemptible_priority=100, non_preemptible_in_quota=True,
                params={"ledger": {"half_life_s": 0.0, "window_s": 7 * 86400.0, "normalise": "capacity"}},
                source="NVIDIA/KAI-Scheduler"))
 _mode(ModeSpec("volcano-proportion", "Volcano proportion: weighted deserved shares, reclaim above deserved",

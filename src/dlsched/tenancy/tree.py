@@ -221,7 +221,14 @@ def _chain(nodes: dict[str, QueueNode], start: str, stop: str) -> list[str]:
     return out + [stop]
 
 
+#: queue files shipped with dlsched, by name (`--queues philly`)
+BUNDLED = {"philly": "philly/queues.yaml", "philly-isolated": "philly/queues-isolated.yaml"}
+
+
 def load_queues(path: str | Path) -> QueueTree:
-    """Read and validate a queue file (YAML); errors name the file, line and field."""
+    """Read and validate a queue file (YAML), or a bundled one by name (BUNDLED); errors name
+    the file, line and field."""
     from dlsched.core.config import read_yaml
+    if str(path) in BUNDLED and not Path(path).exists():
+        path = Path(__file__).resolve().parent.parent / "data" / BUNDLED[str(path)]
     return tree_from_dict(read_yaml(path, "queue file"), file=str(path))
