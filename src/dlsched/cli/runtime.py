@@ -19,6 +19,8 @@ from typing import Optional
 
 import typer
 
+from dlsched.cli.tenancy import TENANCY_OPTION
+
 from dlsched.core.errors import DlschedError
 
 from dlsched.cli.client import STATE_HELP, Client, _alive, _console, _state, _table
@@ -41,13 +43,13 @@ def register(app: typer.Typer) -> None:
            policy_config: Optional[Path] = typer.Option(None, "--policy-config", help=POLICY_CONFIG_HELP),
            round_s: Optional[float] = typer.Option(None, min=0.1, help=ROUND_HELP),
            queues: Optional[Path] = typer.Option(None, "--queues", help=QUEUES_HELP),
+           tenancy: str = TENANCY_OPTION,
            timeout_s: float = typer.Option(180.0, min=1.0, help="give up if not up in this time")):
         """Start a local Ray cluster of virtual GPU nodes and the server."""
         from dlsched.runtime.server import ensure_token, holder_text, lock_holder
         check_policy(policy, policy_config)  # before anything starts
-        if queues is not None:
-            from dlsched.tenancy import load_queues
-            load_queues(queues)              # a bad queue file: one line, before anything starts
+        from dlsched.cli.tenancy import load_tenancy
+        load_tenancy(queues, tenancy, ())    # a bad queue file or mode: one line, before anything starts
         sd = _state(state_dir)
         if lock_holder(sd) is not None:
             raise DlschedError(f"a server is already running on state dir {sd} ({holder_text(sd)}); "
@@ -90,7 +92,7 @@ def register(app: typer.Typer) -> None:
         if round_s is not None:
             cmd += ["--round-s", str(round_s)]
         if queues is not None:
-            cmd += ["--queues", str(queues.resolve())]
+            cmd += ["--queues", str(queues.resolve()), "--tenancy", tenancy]
         server = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=open(logs / "server.log", "ab"),
                                   stderr=subprocess.STDOUT, start_new_session=True, env=env)
         upf.write_text(json.dumps({"keeper_pid": keeper.pid, "server_pid": server.pid}))
@@ -139,13 +141,14 @@ def register(app: typer.Typer) -> None:
                namespace: str = typer.Option("dlsched", help="Ray namespace of this server's workers and groups"),
                cleanup_on_exit: bool = typer.Option(False, help="on a clean stop, stop every job and worker (default: leave them for the next server)"),
                queues: Optional[Path] = typer.Option(None, "--queues", help=QUEUES_HELP),
+               tenancy: str = TENANCY_OPTION,
                embedded: bool = typer.Option(False, hidden=True)):
         """Run the scheduler with a RayBackend and the REST API (blocks)."""
         import logging
         from dlsched.runtime.server import Server
         settings = check_policy(policy, policy_config)
-        from dlsched.tenancy import load_queues
-        tree = load_queues(queues) if queues is not None else None
+        from dlsched.cli.tenancy import load_tenancy
+        tree, _ = load_tenancy(queues, tenancy, ())
         sd = _state(state_dir)
         if ray_address is None:
             ci = sd / "cluster.json"
@@ -159,7 +162,7 @@ def register(app: typer.Typer) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
         s = Server(sd, policy=policy, ray_address=ray_address, host=host, port=port,
                    warm_per_node=warm_per_node, round_s=round_s, policy_settings=settings,
-                   embedded=embedded, namespace=namespace, queues=tree,
+                   embedded=embedded, namespace=namespace, queues=tree, tenancy=tenancy,
                    cleanup_on_exit=cleanup_on_exit)      # takes the state dir's lock, or refuses
         sock = s.bind()                                  # a port in use is refused before Ray
         counts = s.start()

@@ -299,6 +299,8 @@ def _build_result(scheduler, backend, *, policy: str, cluster_name: str, workloa
     # The rounds table and the decisions (the log less its round records, with the stats
     # records) straight from the scheduler's log: one copy of its columns, not two.
     rounds = _rounds_table(sched_log)
+    tenancy = getattr(scheduler, "tenancy", None)       # per-queue accounts (dlsched.tenancy)
+    tsum = tenancy.accounts.summary(scheduler.jobs.values(), now) if tenancy is not None else None
     decisions = sched_log.joined(stats, drop="round")
     del stats, sched_log
     if release:
@@ -312,6 +314,8 @@ def _build_result(scheduler, backend, *, policy: str, cluster_name: str, workloa
                           effective_gpu_s=eff, engine_log=backend.log, policy=policy,
                           cluster_name=cluster_name, workload_name=workload_name, rounds=rounds)
     res.nodes = cluster_nodes(backend.cluster)
+    if tsum is not None:
+        res.summary.update(tsum, tenancy=tenancy.mode.name)
     return res
 
 

@@ -303,6 +303,8 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
                 self._give_partial(d.job_id)
                 self._stop_run(d.job_id, "suspended")
                 self.store.update_job(d.job_id, state="queued")     # preempted: waits to resume
+                if d.reason:                                        # a tenancy's: reclaim, fair share
+                    self.store.event(d.job_id, "preempted", d.reason)
                 if ran:
                     self._switched("suspend", t0)
             elif isinstance(d, (Launch, Resume)):

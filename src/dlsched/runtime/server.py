@@ -158,7 +158,7 @@ class Server:
                  host: str = "127.0.0.1", port: int = 8470, warm_per_node: int | None = None,
                  round_s: float | None = None, embedded: bool = False, namespace: str = "dlsched",
                  cleanup_on_exit: bool = False, policy_settings: dict | None = None, queues=None,
-                 **backend_kw):
+                 tenancy: str = "kueue", **backend_kw):
         self.state_dir = Path(state_dir)
         self.policy, self.ray_address = policy, ray_address
         self.host, self.port = host, port
@@ -169,6 +169,7 @@ class Server:
         self.thread: threading.Thread | None = None
         from dlsched.tenancy import default_tree
         self.tree = queues or default_tree()      # the queue tree (--queues FILE; dlsched.tenancy)
+        self.tenancy_mode = tenancy if queues is not None else None     # quotas enforced only with a tree
         os.umask(0o077)                   # the store, its WAL, checkpoints, logs: owner only
         self.token = ensure_token(self.state_dir)
         self.lock = StateLock(self.state_dir)
@@ -208,7 +209,12 @@ class Server:
         self.backend = RayBackend(self.store, self.state_dir, namespace=self.namespace,
                                   warm_per_node=self.warm_per_node,
                                   **self.backend_kw)
-        self.scheduler = Scheduler(profile)
+        tenancy = None
+        if self.tenancy_mode is not None:
+            from dlsched.tenancy.engine import Tenancy
+            tenancy = Tenancy(self.tree, self.tenancy_mode)
+            tenancy.keep_in(self.store)            # usage history survives a restart
+        self.scheduler = Scheduler(profile, tenancy=tenancy)
         if "gpu_sharing" in profile.needs() and not self.backend.gpu_slots:
             raise DlschedError(f"--policy {self.policy} shares GPUs, and this Ray cluster cannot: "
                                + self.backend.no_slots_reason())

@@ -49,6 +49,7 @@ class Accounts:
         self.nominal: dict[str, float] = {}
         self.idle_flag = False
         self.capacity = 0.0
+        self.leaves: list[str] | None = None
         self.blocked: dict[str, tuple[int, int]] = {}   # queue -> jobs waiting by quota, by placement
         self.active_t: list[float] = []         # round times, and the queues with demand then
         self.active_n: list[int] = []
@@ -97,11 +98,14 @@ class Accounts:
     def round(self, now: float, view, lanes: dict, decided: set, refused: set) -> None:
         """After a round: the entitlements and demands in force until the next, and how many
         jobs of each queue wait blocked by quota and by placement."""
-        leaves = self.engine.tree.leaves
+        leaves = self.leaves
+        if leaves is None:
+            leaves = self.leaves = self.engine.tree.leaves
         self.entitled = {leaf: view.entitled.get(leaf, 0.0) for leaf in leaves}
         self.demand = {leaf: view.demand.get(leaf, 0.0) for leaf in leaves}
         b = view.book
-        self.nominal = {leaf: (b.nominal(leaf, "gpu") if "gpu" in b.resources else 0.0) for leaf in leaves}
+        if not self.nominal:
+            self.nominal = {leaf: (b.nominal(leaf, "gpu") if "gpu" in b.resources else 0.0) for leaf in leaves}
         self.capacity = view.capacity.get("gpu", 0.0)
         self.active_t.append(now)
         self.active_n.append(sum(1 for leaf in leaves if self.demand.get(leaf, 0.0) > _EPS))

@@ -134,6 +134,8 @@ class Tenancy:
         self._leaf_use: dict[str, dict[str, float]] = {}   # leaf -> its holders' requests, summed
         self._held: dict[str, float] = {}               # "queue:<leaf>" / "user:<name>" -> GPUs held
         self._last_held: dict[str, float] = {}
+        self._changed = False
+        self._cap_cache: dict[bytes, dict] = {}      # the nodes up -> capacity per resource
         self.accounts = Accounts(self)
         self.sched = None
         self.refused: set[str] = set()
@@ -167,6 +169,25 @@ class Tenancy:
                 raise ConfigError(f"jobs[{i}].queue", f"job {job.job_id}: {q!r} is {what}; leaves: "
                                   f"{', '.join(sorted(leaves)[:12])}", file=file)
 
+    def keep_in(self, store, every_s: float = 60.0) -> None:
+        """Keep the ledger in a runtime store (meta key `tenancy.ledger`): loaded now, saved at
+        most every `every_s` of scheduler time, so decayed usage survives a restart."""
+        import json
+        self._store, self._save_every, self._saved_t = store, every_s, None
+        led = self.mode.ledger
+        raw = store.meta("tenancy.ledger")
+        if led is not None and raw:
+            led.load(json.loads(raw))
+
+    def _save(self, now: float) -> None:
+        import json
+        store = getattr(self, "_store", None)
+        led = self.mode.ledger
+        if store is None or led is None or (self._saved_t is not None and now - self._saved_t < self._save_every):
+            return
+        store.set_meta("tenancy.ledger", json.dumps(led.state()))
+        self._saved_t = now
+
     def bind(self, sched) -> None:
         self.sched = sched
         if self.mode.ledger is not None:
@@ -175,6 +196,15 @@ class Tenancy:
 
     # -- the round ---------------------------------------------------------------------------
     def _capacity(self, snap) -> dict[str, float]:
+        key = snap.up.tobytes()
+        got = self._cap_cache.get(key)
+        if got is None:
+            if len(self._cap_cache) > 64:
+                self._cap_cache.clear()
+            got = self._cap_cache[key] = self._capacity_of(snap)
+        return got
+
+    def _capacity_of(self, snap) -> dict[str, float]:
         up = snap.up
         cap = snap.capacity[up]
         out = {"gpu": float(cap[:, GPU].sum()), "cpu": float(cap[:, CPU].sum()), "mem_gb": float(cap[:, MEM].sum())}
@@ -206,6 +236,7 @@ class Tenancy:
         """Keep what `rec` holds now in the running sums (quota use per queue, GPUs per queue and
         user)."""
         jid = rec.job_id
+        self._changed = True
         old = self._hold.pop(jid, None)
         if old is not None:
             leaf, req, g, user = old
@@ -372,7 +403,10 @@ class Tenancy:
         # integrate up to now, then take the new holdings)
         if self.mode.ledger is not None:
             self.mode.ledger.advance(now, self._last_held)
-        self._last_held = {k: v for k, v in self._held.items() if v > _EPS}
+            self._save(now)
+        if self._changed:
+            self._last_held = {k: v for k, v in self._held.items() if v > _EPS}
+            self._changed = False
         self.accounts.advance(now, self._last_held)
 
     def next_wake(self, now: float) -> float | None:
