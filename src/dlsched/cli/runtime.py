@@ -208,6 +208,10 @@ def register(app: typer.Typer) -> None:
                                                     help="a dlsched-state file instead of the live server"),
                save_state: Optional[Path] = typer.Option(None, help="also write the live state document here"),
                as_json: bool = typer.Option(False, "--json", help="the whole answer as JSON"),
+               queues: Optional[str] = typer.Option(None, "--queues", help="a queue file: each queue's "
+                                                    "wait under it, beside the server's own queues"),
+               tenancy: Optional[str] = typer.Option(None, "--tenancy", help="the mode with --queues "
+                                                     "(default: the server's)"),
                state_dir: Optional[Path] = typer.Option(None, help=STATE_HELP),
                url: Optional[str] = typer.Option(None)):
         """What if: simulate each policy from the cluster's state now (or a state file).
@@ -228,7 +232,14 @@ def register(app: typer.Typer) -> None:
             doc = yaml.safe_load(state.read_text())
             names = names or [doc.get("policy") or "fifo"]
             _check_policies(names)
-            ans = predict(doc, names, h, runtime=False)
+            ans = (predict(doc, names, h, runtime=False) if queues is None
+                   else _whatif_queues(doc, names, h, queues, tenancy, as_json))
+            if queues is not None:
+                return
+        elif queues is not None:
+            doc = Client(state_dir, url).get("/state")
+            _whatif_queues(doc, names or [doc.get("policy") or "fifo"], h, queues, tenancy, as_json)
+            return
         else:
             client = Client(state_dir, url)
             if save_state is not None:
@@ -245,6 +256,19 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(ans, indent=1))
             return
         _whatif_tables(ans)
+
+    def _whatif_queues(doc, names, h, queues, tenancy, as_json):
+        from dlsched.cli.tenancy import load_tenancy, whatif_queues
+        load_tenancy(queues, tenancy or doc.get("tenancy") or "kueue", ())     # a bad file: one line
+        ans = whatif_queues(doc, names, h, queues, tenancy)
+        if as_json:
+            typer.echo(json.dumps(ans, indent=1))
+            return
+        fmt = lambda s: "-" if s is None else f"{s:,.0f} s"  # noqa: E731
+        _table([{"policy": r["policy"], "queue": r["queue"], "now": fmt(r["wait_now_s"]),
+                 "with the new queues": fmt(r["wait_with_new_queues_s"])} for r in ans["rows"]],
+               ["policy", "queue", "now", "with the new queues"],
+               f"what if the queues were {queues} ({ans['mode']}): mean wait of the waiting jobs")
 
     @app.command("export")
     def export(out: Path = typer.Option(..., "--out", "-o", help="workload file: .csv, .parquet or .jsonl (.gz)"),

@@ -31,3 +31,30 @@ def load_tenancy(queues: Optional[str], mode: str, jobs, workload: str | None = 
     tree = load_queues(queues)
     Tenancy(tree, mode).check_jobs(jobs, workload)
     return tree, mode
+
+
+def whatif_queues(doc: dict, names: list[str], horizon_s: float, queues: str, mode: str | None) -> dict:
+    """"What if the queues were these?" from a live state document: each policy run under the
+    server's own queues (the document's; none: one tenant) and under `queues`, and each queue's
+    mean predicted wait of its waiting jobs in both."""
+    from dlsched.runtime.whatif import predict
+    from dlsched.tenancy import load_queues
+    tree = load_queues(queues)
+    mode = mode or doc.get("tenancy") or "kueue"
+    queue_of = {r["job_id"]: r.get("queue") or "default" for r in doc["jobs"]}
+    waiting = {r["job_id"] for r in doc["jobs"] if r.get("state") != "running"}
+    now = predict(doc, names, horizon_s)
+    new = predict(doc, names, horizon_s, queues=tree, tenancy=mode)
+
+    def per_queue(pred) -> dict:
+        out: dict[str, list] = {}
+        for jid, j in pred["jobs"].items():
+            if jid in waiting and j["start_s"] is not None:
+                out.setdefault(queue_of.get(jid, "default"), []).append(j["start_s"] - j["submit_s"])
+        return {q: sum(v) / len(v) for q, v in out.items()}
+    rows = []
+    for p in names:
+        a, b = per_queue(now["policies"][p]), per_queue(new["policies"][p])
+        for q in sorted(set(a) | set(b)):
+            rows.append({"policy": p, "queue": q, "wait_now_s": a.get(q), "wait_with_new_queues_s": b.get(q)})
+    return {"mode": mode, "queues_file": str(queues), "rows": rows, "now": now, "with_new_queues": new}

@@ -73,21 +73,33 @@ def live_state(backend) -> dict:
                        placement=[{"task": tp.task, "node": cl.nodes[tp.node].name, "gpus": list(tp.gpu_ids)}
                                   for tp in sorted(rec.placed.values(), key=lambda tp: tp.task)])
         jobs.append(row)
+    ten = sched.tenancy
     return {"schema": "dlsched-state", "version": 1, "time": time.time(), "policy": sched.profile.name,
-            "cluster": cluster_doc(cl), "calibration": cal if cal.get("models") else None, "jobs": jobs}
+            "cluster": cluster_doc(cl), "calibration": cal if cal.get("models") else None, "jobs": jobs,
+            **({"queues": ten.tree.to_dict(), "tenancy": ten.mode.name} if ten is not None else {})}
 
 
-def predict(doc: dict, policies: list[str], horizon_s: float, *, runtime: bool = True) -> dict:
+def predict(doc: dict, policies: list[str], horizon_s: float, *, runtime: bool = True, queues=None,
+            tenancy: str | None = None) -> dict:
     """Each policy run from the state document: {time, horizon_s, policies: {name: Prediction
-    as a dict, with each job's start and finish also as UNIX times}}."""
+    as a dict, with each job's start and finish also as UNIX times}}. `queues` (a QueueTree):
+    under that tree and `tenancy` mode instead of the document's own (its `queues` and
+    `tenancy`, kept by a server with quotas; none: one tenant)."""
     from dlsched.sim.midflight import load_state, simulate_state
     at = float(doc.get("time") or time.time())
     rows = [{k: v for k, v in r.items() if k != "estimated"} for r in doc["jobs"]]
     state = load_state({**doc, "jobs": rows})
     estimated = {r["job_id"] for r in doc["jobs"] if r.get("estimated")}
     out = {}
+    if queues is None and doc.get("queues"):
+        from dlsched.tenancy import tree_from_dict
+        queues, tenancy = tree_from_dict(doc["queues"]), tenancy or doc.get("tenancy") or "kueue"
     for p in policies:
-        pred = simulate_state(state, p, horizon_s=horizon_s, runtime=runtime).to_dict()
+        ten = None
+        if queues is not None:
+            from dlsched.tenancy.engine import Tenancy
+            ten = Tenancy(queues, tenancy or "kueue")
+        pred = simulate_state(state, p, horizon_s=horizon_s, runtime=runtime, tenancy=ten).to_dict()
         for jid, j in pred["jobs"].items():
             j["start_time"] = None if j["start_s"] is None else at + j["start_s"]
             j["finish_time"] = None if j["finish_s"] is None else at + j["finish_s"]

@@ -230,9 +230,10 @@ def _number(v, file, field: str, *, minimum: float | None = None, maximum: float
 
 
 def simulate_state(state: State, policy: str, *, horizon_s: float = 6 * 3600.0, seed: int = 0,
-                   runtime: bool = False, round_s: float | None = None) -> Prediction:
+                   runtime: bool = False, round_s: float | None = None, tenancy=None) -> Prediction:
     """Run `policy` from the state until every job is done. `runtime`: the profile as the
-    runtime's server builds it (its runtime parameters: Optimus fits what it measures)."""
+    runtime's server builds it (its runtime parameters: Optimus fits what it measures);
+    `tenancy`: a dlsched.tenancy.engine.Tenancy (quotas over a queue tree), or None."""
     import importlib
     importlib.import_module("dlsched.policies")
     from dlsched.core.types import Launch, Plan
@@ -247,7 +248,7 @@ def simulate_state(state: State, policy: str, *, horizon_s: float = 6 * 3600.0, 
     if cal is not None:
         from dlsched.workload.calibrated import CalibratedSpeedModel
         backend.speed = CalibratedSpeedModel(state.cluster, cal, None)
-    sched = Scheduler(profile, seed=seed)
+    sched = Scheduler(profile, seed=seed, tenancy=tenancy)
     sched.check_backend(backend)
     sched._stats = backend.job_stats
     for spec in state.jobs:                     # every job is known at 0 (in submission order)

@@ -41,6 +41,22 @@ def with_default(tree: QueueTree) -> QueueTree:
     return QueueTree(nodes, children, tree.file)
 
 
+def _line_of(file: str | None, job_id: str) -> int | None:
+    """The line of a text workload file (CSV, JSON lines) that starts the row of `job_id`."""
+    import re
+    if not file or file.endswith((".parquet", ".gz")):
+        return None
+    try:
+        with open(file, encoding="utf-8", errors="replace") as fh:
+            pat = re.compile(rf'(^|[,{{"\s]){re.escape(job_id)}([",\s]|$)')
+            for n, text in enumerate(fh, 1):
+                if pat.search(text):
+                    return n
+    except OSError:
+        return None
+    return None
+
+
 class View:
     """The walk's state, as the parts see it (dlsched.tenancy.points)."""
 
@@ -166,8 +182,10 @@ class Tenancy:
             q = job.queue
             if q is not None and q not in leaves:
                 what = "an inner queue (only leaves hold jobs)" if q in self.tree.nodes else "an unknown queue"
-                raise ConfigError(f"jobs[{i}].queue", f"job {job.job_id}: {q!r} is {what}; leaves: "
-                                  f"{', '.join(sorted(leaves)[:12])}", file=file)
+                line = _line_of(file, job.job_id)
+                where = f"{file}, line {line}" if line else file
+                raise ConfigError("queue", f"job {job.job_id}: {q!r} is {what}; leaves: "
+                                  f"{', '.join(sorted(leaves)[:12])}", file=where)
 
     def keep_in(self, store, every_s: float = 60.0) -> None:
         """Keep the ledger in a runtime store (meta key `tenancy.ledger`): loaded now, saved at
