@@ -53,6 +53,14 @@ def _fix(q):
     return q
 
 
+def _balance(book, x, r):
+    """T(x, r) from the usage, summed over the tree (what Book keeps as usage changes)."""
+    kids = book.children(x)
+    if not kids and x != ROOT:
+        return book.nominal(x, r) - book.usage[x][r]
+    return book.nominal(x, r) + sum(min(book.lending_limit(c, r), _balance(book, c, r)) for c in kids)
+
+
 class Checker:
     """An observer after the tenancy: the book of what runs, after every applied plan."""
     name = "checker"
@@ -78,6 +86,8 @@ class Checker:
             book.add(leaf, use)
         for x in (*t.tree.nodes, ROOT):
             for r in book.resources:
+                if abs(book.balance(x, r) - _balance(book, x, r)) > 1e-6:      # the kept balance
+                    self.bad.append(f"{now}: kept T({x},{r}) {book.balance(x, r)} != {_balance(book, x, r)}")
                 if book.balance(x, r) < -book.borrowing_limit(x, r) - 1e-6:
                     self.bad.append(f"{now}: T({x},{r}) = {book.balance(x, r)} < -{book.borrowing_limit(x, r)}")
                 if book.usage[x][r] > book.limit(x, r) + 1e-6:

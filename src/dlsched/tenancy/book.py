@@ -66,6 +66,9 @@ class Book:
         self.usage: dict[str, dict[str, float]] = {n: dict.fromkeys(self.resources, 0.0)
                                                    for n in (*tree.nodes, ROOT)}
         self._static(tree)
+        # T(x, r) of every node, kept as usage changes (add: a walk up the leaf's path), so the
+        # admission check reads the path instead of summing the tree (benchmarks/bench_tenancy.py)
+        self.bal = {n: dict(b) for n, b in self._t["bal0"].items()}
 
     def _static(self, tree: QueueTree) -> None:
         """The tree's quotas as plain tables, built once per tree and resource list (a round
@@ -100,6 +103,13 @@ class Book:
             t["sub"] = {n: {r: subq(n, r) for r in self.resources} for n in nodes}
             t["lend"] = {n: {r: t["nom"][n][r] + sum(min(t["ll"][c][r], t["sub"][c][r]) for c in t["kids"][n])
                              for r in self.resources} for n in nodes}
+            bal0: dict = {}
+
+            def b0(x, r):
+                if (x, r) not in bal0:
+                    bal0[(x, r)] = t["nom"][x][r] + sum(min(t["ll"][c][r], b0(c, r)) for c in t["kids"][x])
+                return bal0[(x, r)]
+            t["bal0"] = {n: {r: b0(n, r) for r in self.resources} for n in nodes}
             cache[key] = t
         self._t = t
         self._path, self._kids = t["path"], t["kids"]
@@ -109,6 +119,7 @@ class Book:
         b.tree, b.resources, b.pool, b._t, b._path, b._kids = (self.tree, self.resources, self.pool, self._t,
                                                                self._path, self._kids)
         b.usage = {n: dict(u) for n, u in self.usage.items()}
+        b.bal = {n: dict(x) for n, x in self.bal.items()}
         return b
 
     def path(self, leaf: str) -> list[str]:
@@ -116,11 +127,27 @@ class Book:
         return self._path[leaf]
 
     def add(self, leaf: str, req: dict[str, float], sign: float = 1.0) -> None:
-        for n in self._path[leaf]:
-            u = self.usage[n]
-            for r, x in req.items():
-                if x:
-                    u[r] += sign * x
+        path = self._path[leaf]
+        ll = self._t["ll"]
+        bal = self.bal
+        for r, x in req.items():
+            if not x:
+                continue
+            d = sign * x
+            for n in path:
+                self.usage[n][r] += d
+            # the leaf's balance falls by d; each ancestor's by the change of min(lending, T)
+            old = bal[leaf][r]
+            new = old - d
+            bal[leaf][r] = new
+            for child, parent in zip(path, path[1:]):
+                lim = ll[child][r]
+                delta = (new if new < lim else lim) - (old if old < lim else lim)
+                if delta == 0:
+                    break
+                old = bal[parent][r]
+                new = old + delta
+                bal[parent][r] = new
 
     # -- quotas ----------------------------------------------------------------------------
     def nominal(self, x: str, r: str) -> float:
@@ -139,18 +166,8 @@ class Book:
         return self._kids[x]
 
     def balance(self, x: str, r: str) -> float:
-        """T(x, r) of the module's docstring."""
-        t = self._t
-        kids = self._kids[x]
-        if not kids and x != ROOT:
-            return t["nom"][x][r] - self.usage[x][r]
-        ll = t["ll"]
-        total = t["nom"][x][r]
-        for c in kids:
-            b = self.balance(c, r)
-            lim = ll[c][r]
-            total += b if b < lim else lim
-        return total
+        """T(x, r) of the module's docstring (kept by add)."""
+        return self.bal[x][r]
 
     def subtree_quota(self, x: str, r: str) -> float:
         return self._t["sub"][x][r]
