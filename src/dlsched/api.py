@@ -44,7 +44,7 @@ def load_policy_config(ref: str | Path | dict | None) -> dict:
     return pol
 
 
-def make_tenancy(queues, mode: str = "kueue", settings: dict | None = None, jobs=(), workload_file=None):
+def make_tenancy(queues, mode: str | None = None, settings: dict | None = None, jobs=(), workload_file=None):
     """The Tenancy for a queue file or tree (None: None), its jobs' queues checked."""
     if queues is None:
         return None
@@ -60,7 +60,7 @@ def simulate(cluster: str | Path | Cluster, workload: str | Path | list[JobSpec]
              seed: int = 0, policy_config: str | Path | dict | None = None, restart_delay_s: float = 30.0,
              speed: SpeedParams | None = None, node_events=(), workload_format: str | None = None,
              progress: Callable[[float, int], None] | None = None, record_rates: bool = True,
-             start_delay_s: float = 0.0, queues=None, tenancy: str = "kueue",
+             start_delay_s: float = 0.0, queues=None, tenancy: str | None = None,
              tenancy_settings: dict | None = None) -> SimResult:
     """Run `policy` on `workload` over `cluster` and return its metrics.
 

@@ -77,3 +77,23 @@ def test_whatif_with_other_quotas_from_a_state_file(tmp_path):
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)["rows"]
     assert rows == [{"policy": "fifo", "queue": "team-a", "wait_now_s": 101.0, "wait_with_new_queues_s": 1.0}]
+
+
+def test_a_queue_file_names_its_mode_and_settings(tmp_path, capsys):
+    spec = {"tenancy": {"mode": "kueue-fair", "strategy": "best-effort", "reclaim_min_runtime_s": 30}, **QUEUES}
+    (tmp_path / "q.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    (tmp_path / "w.csv").write_text(JOBS)
+    r = _cli("simulate", "-c", "seed002", "-w", str(tmp_path / "w.csv"), "--queues", str(tmp_path / "q.yaml"),
+             "-o", str(tmp_path / "out"))
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["tenancy"] == "kueue-fair"
+    from dlsched.tenancy import load_queues
+    from dlsched.tenancy.engine import Tenancy
+    t = Tenancy(load_queues(tmp_path / "q.yaml"))
+    assert (t.mode.name, t.mode.spec.strategy, t.mode.spec.reclaim_min_runtime_s) == ("kueue-fair", "best-effort", 30)
+    assert Tenancy(load_queues(tmp_path / "q.yaml"), "kai").mode.spec.strategy == "profile"   # another mode: its own
+    spec["tenancy"]["strategy"] = "sometimes"
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    rc, err = _main(capsys, "simulate", "-c", "seed002", "-w", str(tmp_path / "w.csv"), "--queues",
+                    str(tmp_path / "bad.yaml"), "-o", str(tmp_path / "o2"))
+    assert rc == 2 and "bad.yaml, line 3: tenancy.strategy: must be profile, strict or best-effort" in err

@@ -102,7 +102,7 @@ class _Progress:
 
 
 def _run_one(cluster, jobs, wname, policy, seed, policy_config, restart_delay_s, speed=None,
-             start_delay_s=0.0, tenancy=(None, "kueue")):
+             start_delay_s=0.0, tenancy=(None, None)):
     from dlsched.api import simulate
     horizon = max((j.submit_time_s for j in jobs), default=0.0)
     prog = _Progress(policy, len(jobs), horizon)
@@ -127,7 +127,7 @@ def _check_policies(flag: str, names: list[str]) -> None:
 
 
 def _load(cluster: str, workload: str, fmt: Optional[str], seed: int, policy_config: Optional[Path],
-          speed_config: Optional[Path], queues: Optional[str] = None, mode: str = "kueue"):
+          speed_config: Optional[Path], queues: Optional[str] = None, mode: Optional[str] = None):
     """Every input of simulate / compare, validated before any run: (cluster, jobs, workload name,
     speed model, provenance, (queue tree or None, tenancy mode))."""
     from dlsched.api import load_policy_config

@@ -92,7 +92,7 @@ def register(app: typer.Typer) -> None:
         if round_s is not None:
             cmd += ["--round-s", str(round_s)]
         if queues is not None:
-            cmd += ["--queues", str(queues.resolve()), "--tenancy", tenancy]
+            cmd += ["--queues", str(queues.resolve())] + (["--tenancy", tenancy] if tenancy else [])
         server = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=open(logs / "server.log", "ab"),
                                   stderr=subprocess.STDOUT, start_new_session=True, env=env)
         upf.write_text(json.dumps({"keeper_pid": keeper.pid, "server_pid": server.pid}))

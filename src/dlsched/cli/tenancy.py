@@ -9,23 +9,24 @@ import typer
 QUEUES_HELP = ("a queue tree (YAML: queues with quotas, docs/tenancy.md), or a bundled one: philly, "
                "philly-isolated; none: one tenant, no quotas")
 TENANCY_HELP = ("how the queues share the cluster: kueue, kueue-fair, kai, volcano-proportion, "
-                "volcano-capacity, slurm-fairtree (with --queues)")
+                "volcano-capacity, slurm-fairtree (with --queues; default: the queue file's "
+                "`tenancy: {mode: ...}`, else kueue)")
 QUEUES_OPTION = typer.Option(None, "--queues", help=QUEUES_HELP)
-TENANCY_OPTION = typer.Option("kueue", "--tenancy", help=TENANCY_HELP)
+TENANCY_OPTION = typer.Option(None, "--tenancy", help=TENANCY_HELP)
 
 
-def load_tenancy(queues: Optional[str], mode: str, jobs, workload: str | None = None):
-    """(queue tree or None, mode), every job's queue and the mode checked: ConfigErrors name the
-    file, the line and the field."""
+def load_tenancy(queues: Optional[str], mode: Optional[str], jobs, workload: str | None = None):
+    """(queue tree or None, mode or None: the file's), every job's queue and the mode checked:
+    ConfigErrors name the file, the line and the field."""
     from dlsched.core.errors import DlschedError
     from dlsched.scheduler.framework import REGISTRY
     from dlsched.tenancy import load_queues
     from dlsched.tenancy.engine import Tenancy
     import dlsched.tenancy.modes  # noqa: F401  (the modes register themselves)
-    if mode not in REGISTRY.names("tenancy"):
+    if mode is not None and mode not in REGISTRY.names("tenancy"):
         raise DlschedError(f"--tenancy: unknown mode {mode!r} (modes: {', '.join(REGISTRY.names('tenancy'))})")
     if queues is None:
-        if mode != "kueue":
+        if mode is not None:
             raise DlschedError("--tenancy: needs --queues (a queue tree to share the cluster by)")
         return None, mode
     tree = load_queues(queues)
@@ -40,7 +41,7 @@ def whatif_queues(doc: dict, names: list[str], horizon_s: float, queues: str, mo
     from dlsched.runtime.whatif import predict
     from dlsched.tenancy import load_queues
     tree = load_queues(queues)
-    mode = mode or doc.get("tenancy") or "kueue"
+    mode = mode or tree.settings.get("mode") or doc.get("tenancy") or "kueue"
     queue_of = {r["job_id"]: r.get("queue") or "default" for r in doc["jobs"]}
     waiting = {r["job_id"] for r in doc["jobs"] if r.get("state") != "running"}
     now = predict(doc, names, horizon_s)

@@ -31,6 +31,8 @@ server on the same state dir refuses to start and names the holder.
     GET  /state                       the live cluster as a simulator state document (dlsched.sim.midflight)
     GET  /whatif?policies=a,b&horizon=6h   each policy simulated from the live state: predicted starts
     GET  /export                      the history as a workload in the common schema (measured run times)
+    GET  /queues                      each queue: quotas, use, entitled and borrowed GPUs, running, pending
+    GET  /queues/{q}/pending?offset&limit  a leaf's waiting jobs: positions in queue and parent, reason
     GET  /metrics                     Prometheus metrics, text exposition format (dlsched.runtime.metrics)
     GET  /metrics/scheduler           round count, event->decision latencies (JSON)
 """
@@ -158,7 +160,7 @@ class Server:
                  host: str = "127.0.0.1", port: int = 8470, warm_per_node: int | None = None,
                  round_s: float | None = None, embedded: bool = False, namespace: str = "dlsched",
                  cleanup_on_exit: bool = False, policy_settings: dict | None = None, queues=None,
-                 tenancy: str = "kueue", **backend_kw):
+                 tenancy: str | None = None, **backend_kw):
         self.state_dir = Path(state_dir)
         self.policy, self.ray_address = policy, ray_address
         self.host, self.port = host, port
@@ -169,7 +171,8 @@ class Server:
         self.thread: threading.Thread | None = None
         from dlsched.tenancy import default_tree
         self.tree = queues or default_tree()      # the queue tree (--queues FILE; dlsched.tenancy)
-        self.tenancy_mode = tenancy if queues is not None else None     # quotas enforced only with a tree
+        self.queues_given = queues is not None     # quotas are enforced only with a tree
+        self.tenancy_mode = tenancy                # None: the queue file's mode, else kueue
         os.umask(0o077)                   # the store, its WAL, checkpoints, logs: owner only
         self.token = ensure_token(self.state_dir)
         self.lock = StateLock(self.state_dir)
@@ -210,7 +213,7 @@ class Server:
                                   warm_per_node=self.warm_per_node,
                                   **self.backend_kw)
         tenancy = None
-        if self.tenancy_mode is not None:
+        if self.queues_given:
             from dlsched.tenancy.engine import Tenancy
             tenancy = Tenancy(self.tree, self.tenancy_mode)
             tenancy.keep_in(self.store)            # usage history survives a restart

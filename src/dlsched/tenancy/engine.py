@@ -38,7 +38,7 @@ def with_default(tree: QueueTree) -> QueueTree:
     nodes = {**tree.nodes, DEFAULT_QUEUE: QueueNode(DEFAULT_QUEUE)}
     children = {k: list(v) for k, v in tree.children.items()}
     children.setdefault(ROOT, []).append(DEFAULT_QUEUE)
-    return QueueTree(nodes, children, tree.file)
+    return QueueTree(nodes, children, tree.file, dict(tree.settings))
 
 
 def _line_of(file: str | None, job_id: str) -> int | None:
@@ -137,9 +137,16 @@ class _Victims:
 class Tenancy:
     """Quotas and fair share over a queue tree, in one of the named modes (see the module)."""
 
-    def __init__(self, tree: QueueTree, mode: str = "kueue", overrides: dict | None = None):
+    def __init__(self, tree: QueueTree, mode: str | None = None, overrides: dict | None = None):
         self.tree = with_default(tree)
-        self.mode = Mode(mode, overrides)
+        # the mode: as given, else the queue file's (`tenancy: {mode: ...}`), else kueue; the
+        # file's settings apply when the file names that mode (or none), under `overrides`
+        own = dict(tree.settings)
+        file_mode = own.pop("mode", None)
+        mode = mode or file_mode or "kueue"
+        if file_mode not in (None, mode):
+            own = {}
+        self.mode = Mode(mode, {**own, **(overrides or {})})
         # the constrained resources: the tree's, and GPUs always where the whole cluster is divided
         res = self.tree.resources()
         self.resources = res if self.mode.spec.pool == "none" or "gpu" in res else ["gpu", *res]

@@ -88,6 +88,8 @@ class QueueTree:
     nodes: dict[str, QueueNode]
     children: dict[str, list[str]]
     file: str | None = None
+    #: the file's `tenancy:` section: {mode, and a mode's settings} (dlsched.tenancy.modes)
+    settings: dict = field(default_factory=dict)
 
     @property
     def leaves(self) -> list[str]:
@@ -108,7 +110,8 @@ class QueueTree:
         return sorted({r for n in self.nodes.values() for r in n.quotas})
 
     def to_dict(self) -> dict:
-        return {"queues": [{"name": n.name, **({"parent": n.parent} if n.parent != ROOT else {}),
+        return {**({"tenancy": dict(self.settings)} if self.settings else {}),
+                "queues": [{"name": n.name, **({"parent": n.parent} if n.parent != ROOT else {}),
                             "weight": n.weight, "priority": n.priority,
                             "quotas": {r: {k: getattr(q, k) for k in _QUOTA_FIELDS if getattr(q, k) is not None}
                                        for r, q in n.quotas.items()}} for n in self.nodes.values()]}
@@ -153,9 +156,12 @@ def tree_from_dict(spec: Any, *, file: str | None = None) -> QueueTree:
     if not isinstance(spec, dict) or not isinstance(spec.get("queues"), list) or not spec["queues"]:
         raise ConfigError("queues", "must be a non-empty list of queues (name, parent, weight, priority, quotas)",
                           file=file)
-    unknown = sorted(str(k) for k in spec if k != "queues")
+    unknown = sorted(str(k) for k in spec if k not in ("queues", "tenancy"))
     if unknown:
-        raise ConfigError(unknown[0], "unknown field (the file holds `queues: [...]`)", file=file)
+        raise ConfigError(unknown[0], "unknown field (the file holds `queues: [...]` and `tenancy: {...}`)", file=file)
+    settings = spec.get("tenancy") or {}
+    if not isinstance(settings, dict):
+        raise ConfigError("tenancy", "must be a mapping: mode and the mode's settings", file=file)
     if len(spec["queues"]) > MAX_QUEUES:
         raise ConfigError("queues", f"at most {MAX_QUEUES} queues, got {len(spec['queues'])}", file=file)
     nodes: dict[str, QueueNode] = {}
@@ -210,7 +216,14 @@ def tree_from_dict(spec: Any, *, file: str | None = None) -> QueueTree:
                 raise ConfigError(f"queues[{index[kids[-1]]}].quotas.{r}.nominal",
                                   f"the children of {parent!r} are guaranteed {total:g} {r} in all, more than its "
                                   f"limit of {pq.limit:g}", file=file)
-    return QueueTree(nodes, children, file)
+    tree = QueueTree(nodes, children, file, dict(settings))
+    if settings:
+        from dlsched.tenancy.modes import Mode
+        try:
+            Mode(str(settings.get("mode", "kueue")), {k: v for k, v in settings.items() if k != "mode"})
+        except ConfigError as e:
+            raise ConfigError(e.path, e.detail, file=file) from None
+    return tree
 
 
 def _chain(nodes: dict[str, QueueNode], start: str, stop: str) -> list[str]:
