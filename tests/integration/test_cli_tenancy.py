@@ -28,9 +28,14 @@ def test_simulate_with_queues_writes_per_queue_figures(tmp_path):
     (tmp_path / "q.yaml").write_text(yaml.safe_dump(QUEUES))
     (tmp_path / "w.csv").write_text(JOBS)
     r = _cli("simulate", "-c", "seed002", "-w", str(tmp_path / "w.csv"), "--queues", str(tmp_path / "q.yaml"),
-             "-o", str(tmp_path / "out"))
+             "-o", str(tmp_path / "out"), "--report")
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    import pandas as pd
+    series = pd.read_parquet(tmp_path / "out" / "queues.parquet")
+    assert set(series["queue"]) >= {"team-a", "team-b"} and (series["entitled_gpus"][series["queue"] == "team-a"] == 4).all()
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "queues.png" in page and "Jain" in page and "<td>team-a</td>" in page
     assert s["tenancy"] == "kueue" and set(s["queues"]) >= {"team-a", "team-b"}
     a = s["queues"]["team-a"]
     assert a["jobs"] == 6 and a["quota_wait_s"] > 0 and a["borrowed_gpu_hours"] == 0

@@ -52,11 +52,14 @@ class SimResult:
     # the scheduler's log, less its round records; a list of LogRecords or a CompactLog
     decisions: Any = field(default_factory=list)
     nodes: list = field(default_factory=list)       # the cluster's nodes: name, rack, gpu_type, gpus
+    # with a tenancy: time_s, queue, used_gpus, entitled_gpus (allocation against entitlement)
+    queue_series: Any = None
 
     def save(self, out_dir: str | Path, provenance: dict | None = None) -> Path:
         """jobs.parquet, timeline.parquet, rounds.parquet, events.parquet, log.parquet (the
         scheduler's decisions with their placements, for `dlsched view`), cluster.json (its nodes,
-        when known) and summary.json in out_dir (each written to a temporary name and renamed, so
+        when known), queues.parquet (with a tenancy: each queue's allocation against its
+        entitlement over time) and summary.json in out_dir (each written to a temporary name and renamed, so
         none is left half-written); summary.json also records `provenance` when given (how the
         run was made: see the CLI)."""
         import pandas as pd
@@ -75,6 +78,8 @@ class SimResult:
         _atomic(out / "log.parquet", lambda p: decisions_frame(self.decisions).to_parquet(p, index=False))
         if self.nodes:
             write_json(out / "cluster.json", {"name": self.cluster, "nodes": self.nodes})
+        if self.queue_series is not None:
+            _atomic(out / "queues.parquet", lambda p: self.queue_series.to_parquet(p, index=False))
         write_json(out / "summary.json", {**self.summary, **({"provenance": provenance} if provenance else {})})
         return out
 
@@ -315,7 +320,10 @@ def _build_result(scheduler, backend, *, policy: str, cluster_name: str, workloa
                           cluster_name=cluster_name, workload_name=workload_name, rounds=rounds)
     res.nodes = cluster_nodes(backend.cluster)
     if tsum is not None:
+        import pandas as pd
         res.summary.update(tsum, tenancy=tenancy.mode.name)
+        res.queue_series = pd.DataFrame(tenancy.accounts.series,
+                                        columns=["time_s", "queue", "used_gpus", "entitled_gpus"])
     return res
 
 

@@ -153,6 +153,8 @@ def _policy_section(i: int, result: Any) -> str:
              f'<p class="meta">{facts_html}</p>']
     if model_html:
         parts += ["<h4>Per-model job completion time</h4>", model_html]
+    from dlsched.report.queues import queues_html
+    parts.append(queues_html(result))
     parts.append("</section>")
     return "\n".join(parts)
 
@@ -182,6 +184,12 @@ def write_compare_report(results: list, out_dir: Path, title: str = "dlsched com
         (plots.plot_bars(results, BAR_KEYS, out_dir / "summary_bars.png"),
          "Headline summary metrics per policy."),
     ]
+    from dlsched.report.queues import plot_queues
+    for i, r in enumerate(results):          # with a tenancy: allocation against entitlement per queue
+        p = plot_queues(r, out_dir / (f"queues_{i}.png" if len(results) > 1 else "queues.png"))
+        if p is not None:
+            figures.append((p, f"{getattr(r, 'policy', '')}: GPUs used (solid) against entitled (dashed), "
+                               f"the busiest queues."))
     # img src is the bare file name: the PNGs sit next to report.html, so the directory
     # stays relocatable.
     figures_html = "\n".join(

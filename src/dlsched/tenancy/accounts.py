@@ -50,6 +50,10 @@ class Accounts:
         self.idle_flag = False
         self.capacity = 0.0
         self.leaves: list[str] | None = None
+        # allocation against entitlement over time, per queue: sampled at rounds at most every
+        # sample_s (a run of months keeps thousands of rows, not one per round)
+        self.sample_s, self._next_sample = 600.0, 0.0
+        self.series: list[tuple[float, str, float, float]] = []   # (time, queue, used, entitled)
         self.blocked: dict[str, tuple[int, int]] = {}   # queue -> jobs waiting by quota, by placement
         self.active_t: list[float] = []         # round times, and the queues with demand then
         self.active_n: list[int] = []
@@ -112,6 +116,10 @@ class Accounts:
         if not self.nominal:
             self.nominal = {leaf: (b.nominal(leaf, "gpu") if "gpu" in b.resources else 0.0) for leaf in leaves}
         self.capacity = view.capacity.get("gpu", 0.0)
+        if now >= self._next_sample:
+            self._next_sample = now + self.sample_s
+            for leaf in leaves:
+                self.series.append((now, leaf, self.held.get(f"queue:{leaf}", 0.0), self.entitled.get(leaf, 0.0)))
         self.active_t.append(now)
         self.active_n.append(sum(1 for leaf in leaves if self.demand.get(leaf, 0.0) > _EPS))
         self.blocked = {}
