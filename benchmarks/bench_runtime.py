@@ -4,6 +4,7 @@ and warm (the server's pool of rank workers), and the time from an event to the 
 decision with 1,000 jobs queued. Writes its block into benchmarks/RESULTS.md.
 
     python benchmarks/bench_runtime.py [--repeats 5] [--queued 1000] [--events 50] [--no-write]
+                                       [--decision-policies fifo,fifo-backfill]
 
 Every request carries the server's token: the server needs it on reads too (GET /nodes, /jobs,
 ...), and answers 401 {"detail": ...} without it.
@@ -188,15 +189,21 @@ def main() -> int:
                     "run migrates to up to 3 nodes it has not used: 4 for --repeats 3 or more)")
     ap.add_argument("--queued", type=int, default=1000)
     ap.add_argument("--events", type=int, default=50, help="submissions timed with the queue full, per policy")
+    ap.add_argument("--decision-policies", default="fifo,fifo-backfill",
+                    help="the policies whose decision latency is measured (comma-separated; the same "
+                         "run for each, on a server of its own)")
     ap.add_argument("--only-decision", action="store_true", help="print the decision table only (no RESULTS.md)")
     ap.add_argument("--no-write", action="store_true", help="print the tables only (no RESULTS.md)")
     a = ap.parse_args()
+    if a.nodes < 2:
+        ap.error("--nodes: at least 2 (a migration needs another node)")
+    decision_policies = [p for p in a.decision_policies.split(",") if p]
+    if not decision_policies:
+        ap.error("--decision-policies: give at least one policy")
     from dlsched.runtime.cluster import isolate_ray_tmp, start_cluster
     tmp = isolate_ray_tmp()
     state = Path(tempfile.mkdtemp(prefix="dlsched-bench-"))
     t0 = time.monotonic()
-    if a.nodes < 2:
-        ap.error("--nodes: at least 2 (a migration needs another node)")
     c = start_cluster(a.nodes, 2)
     cluster_s = time.monotonic() - t0
     res = {}
@@ -210,7 +217,7 @@ def main() -> int:
             res[name] = ops(s, a.repeats, cold=not warm, nodes=a.nodes)
             s.stop()
         res["decision"] = {}
-        for policy in ("fifo", "fifo-backfill"):
+        for policy in decision_policies:
             sd = state / policy
             sd.mkdir()
             s = Srv(c.address, sd, policy, f"b-{policy}", 1)

@@ -56,6 +56,9 @@ SMOKE: dict[str, Smoke] = {
     "bench_policies.py": Smoke(("--policies", "fifo,tiresias", "--workload", "sample", "--cluster", "seed002",
                                 "--limit-s", "120"),
                                r"\| tiresias \| [\d.]+ \| [\d.]+ \| [\d,]+ \| [\d,]+ \|", block="policies"),
+    # fifo on the first 800 jobs of the per-VC Philly replay against the bare loop
+    "bench_tenancy.py": Smoke(("--limit", "800", "--policies", "fifo", "--limit-s", "120"),
+                              r"\| fifo \| [\d.]+ \| \d+x \| [\d,]+ \|", block="tenancy"),
     "bench_round.py": Smoke(("--tasks", "300", "--nodes", "50"),
                             r"tetris: [\d,]+ of 300 tasks placed on 50 nodes in [\d.]+ s", block="round"),
     # one Optimus round of 20 jobs, then Pollux workload-6 end to end (tiresias, optimus: seconds)
@@ -77,16 +80,19 @@ SMOKE: dict[str, Smoke] = {
     # 2 cells of 50 jobs, in one process and on the 2-node cluster
     "bench_sweep.py": Smoke(("--jobs", "50", "--seeds", "1"), r"2-node Ray cluster: 2 cells in [\d.]+ s",
                             block="sweep", ray=True),
-    # each operation once (one cold migration), 5 jobs queued and 3 timed submissions per policy,
-    # on 2 nodes (half the warm pool to start)
-    "bench_runtime.py": Smoke(("--repeats", "1", "--nodes", "2", "--queued", "5", "--events", "3"),
+    # each operation once (one cold migration), 5 jobs queued and 3 timed submissions, on 2 nodes
+    # (half the warm pool to start); the decision run for fifo-backfill only (fifo's is the same
+    # code on a server of its own: about 20 s more)
+    "bench_runtime.py": Smoke(("--repeats", "1", "--nodes", "2", "--queued", "5", "--events", "3",
+                               "--decision-policies", "fifo-backfill"),
                               r"\| launch: submit -> first step \| [\d.]+[^|]* \| [\d.]+ \|[\s\S]*\| fifo-backfill \| \d+ \|",
                               block="runtime", ray=True, timeout_s=600.0),
     # two short jobs on one node, no kill comes (tests/runtime/test_chaos.py is the run with kills)
     "chaos.py": Smoke(("--jobs", "2", "--nodes", "1", "--steps", "3,5", "--step-s", "0.1", "--kill-every-s",
                        "1000", "--seed", "1", "--quiet", "--results"), r'"done": 2,', block="chaos", ray=True),
-    # fifo only (every profile is the benchmark): the two shipped examples to done
-    "runtime_matrix.py": Smoke(("--policies", "fifo", "--timeout-s", "150", "--results"),
+    # fifo only (every profile is the benchmark): the two shipped examples to done, on 2 nodes (they
+    # ask for 4 GPUs between them: both run at once, as on the benchmark's 4)
+    "runtime_matrix.py": Smoke(("--policies", "fifo", "--timeout-s", "150", "--nodes", "2", "--results"),
                                r"\| fifo \| done, \d+ steps, 1 run\(s\) \| done, \d+ steps, 1 run\(s\) \|",
                                block="runtime-matrix", ray=True, timeout_s=360.0),
     # the Optimus run only, one parameter-server job of 20 iterations

@@ -204,6 +204,8 @@ BAD_VALUES = {   # option or argument name -> values it must refuse (files relat
     "fmt": ["bogus"],
     "policy_config": ["adir", "bin.yaml", "ctl.yaml", "missing.yaml"],
     "speed_config": ["adir", "bin.yaml", "ctl.yaml", "missing.yaml"],
+    "queues": ["adir", "bin.yaml", "ctl.yaml", "missing.yaml", "nosuch"],
+    "tenancy": ["nosuch", "kuebe"],
     "seed": ["-1", "abc", "1.5"],
     "seeds": ["0", "-2", "abc"],
     "restart_delay_s": ["-1", "nan", "inf", "-inf", "abc"],

@@ -14,7 +14,7 @@ def test_philly_vc_on_the_first_jobs_shows_queueing_per_vc():
     assert groups == {"no queues", *(f"{c} {n}" for c in ("isolated", "borrowing")
                                      for n in ("fifo", "tiresias", "fifo kueue-fair"))}
     iso = [r for r in res.rows if r["group"] == "isolated fifo"]
-    assert sum(r["jobs"] for r in iso) == 2500
+    assert sum(r["jobs"] for r in iso) == 4000
     assert any(r["mean_wait_s"] > 0 for r in iso)
     waited = [r for r in iso if r["mean_wait_s"] > 0]
     assert all(0.0 <= r["quota_delay_share"] <= 1.0 for r in waited)

@@ -216,3 +216,25 @@ def resized_runs(s: ServerProc, job_id: str) -> list[tuple[float, float, int]]:
                 out.append((start, e["time"], sum(start <= t <= e["time"] for t in times)))
             start = None
     return out
+
+
+# The two-team queue tree of the tenancy tests (test_runtime_tenancy.py, test_runtime_queues.py):
+# one file in the session's folder, so a server started by one serves the other (no restart)
+TEAM_QUEUES = """\
+queues:
+  - name: team-a
+    quotas:
+      gpu: {nominal: 4}
+  - name: team-b
+    quotas:
+      gpu: {nominal: 4}
+"""
+
+
+def team_queues_server(runtime) -> "ServerProc":
+    """The server with TEAM_QUEUES (kueue): the running one if it has them, else a restart."""
+    qf = runtime.state_dir.parent / f"{runtime.state_dir.name}-team-queues.yaml"
+    if not qf.exists():
+        qf.write_text(TEAM_QUEUES)
+    return runtime.ensure("fifo", extra=["--queues", str(qf), "--tenancy", "kueue"])
+

@@ -154,7 +154,9 @@ def test_fractional_jobs_share_a_gpu_under_liquid(small_cluster):
     share one (the same GPU id, both running at once, Ray's slot split between them), never the
     GPU a whole-GPU job holds; a third half waits until a half frees."""
     sd = Path(tempfile.mkdtemp(prefix="dlsched-frac-"))
-    s = ServerProc(small_cluster.address, sd, "liquid-immediate", "frac", warm=2, extra=["--round-s", "1"]).start()
+    # the first test's namespace: this server adopts its idle warm workers (a restarted server
+    # does) instead of starting two more, each a torch import on the two cores
+    s = ServerProc(small_cluster.address, sd, "liquid-immediate", "share", warm=2, extra=["--round-s", "1"]).start()
     try:
         half = lambda name: {**job(name, "vae", 100000, until=sd / f"{name}.end"), "gpus_per_worker": 0.5}  # noqa: E731
         p = s.submit(job("p", "resnet50", 100000, until=sd / "p.end"))

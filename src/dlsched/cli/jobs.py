@@ -46,9 +46,11 @@ def _reason(r: dict) -> str:
 
 
 def register_jobs(app: typer.Typer) -> None:
+    from dlsched.cli.queues import register_queues
     from dlsched.cli.users import register_users
     app.add_typer(job_app, name="job")
     register_users(app)
+    register_queues(app)
 
     @app.command("submit")
     def submit(spec: Path = typer.Argument(..., help="job spec YAML"),

@@ -319,6 +319,8 @@ def make_app(server: "Server"):
         u = request.state.user
         return {"name": u.name, "admin": u.admin, "queues": list(u.queues)}
 
+    from dlsched.runtime.queues_api import install_queues
+    install_queues(api, server)             # GET /queues, /queues/{queue}/pending
     app.include_router(api)
     return app
 

@@ -23,6 +23,20 @@ collector: nothing to keep in step, so a value cannot drift from what the API an
     dlsched_gpus_shared                     GPUs holding more than one task (GET /nodes:
                                             `gpu_load` above 1)
 
+Per queue, read at each scrape as GET /queues answers it (`QueueState`; dlsched.runtime.queues_api):
+one series per queue of the tree (`--queues FILE`), leaves and inner queues alike (an inner
+queue's used, borrowed, running and pending are its subtree's: sum over leaves only); without a
+tree, the one queue `default`:
+
+    dlsched_queue_gpus_used{queue}          GPUs its jobs hold
+    dlsched_queue_gpus_nominal{queue}       its nominal GPU quota (0 without one)
+    dlsched_queue_gpus_borrowed{queue}      GPUs held above its subtree's nominal quotas
+    dlsched_queue_jobs_pending{queue}       its jobs waiting
+    dlsched_queue_jobs_running{queue}       its jobs holding GPUs
+    dlsched_queue_preemptions_total{queue,reason}   its jobs suspended by the tenancy (reclaim,
+                                            fair-share, priority, ...: the victims' part), per
+                                            leaf; none without a tree
+
 Events, counted where they happen (the hooks are set by `Metrics`):
 
     dlsched_job_transitions_total{state}    states jobs entered (Store.on_state: every change of
@@ -50,7 +64,7 @@ import threading
 from typing import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from dlsched.core.types import GPU
@@ -78,6 +92,7 @@ class Metrics:
         for kind in SWITCHES:
             self.switch_s.labels(kind)
         self.registry.register(LiveState(store, backend, scheduler))
+        self.registry.register(QueueState(scheduler))
         self.registry.register(Backlog(
             Histogram("dlsched_round_seconds", "Wall seconds of each scheduling round",
                       buckets=ROUND_BUCKETS, registry=None),
@@ -125,6 +140,39 @@ class LiveState(Collector):
                 ("allocated", "GPUs holding at least one task", (load > 0).sum()),
                 ("shared", "GPUs holding more than one task", (load > 1).sum())):
             yield GaugeMetricFamily(f"dlsched_gpus_{name}", doc, value=float(value))
+
+
+class QueueState(Collector):
+    """The per-queue gauges and the preemption counter, from the scheduler's tenancy (or the
+    one `default` queue) at each scrape."""
+
+    def __init__(self, scheduler):
+        from dlsched.tenancy import default_tree
+        self.scheduler, self.tree = scheduler, default_tree()
+
+    def collect(self):
+        from dlsched.runtime.queues_api import queues_of
+        rows = queues_of(self.scheduler, self.tree)["queues"]
+        for name, doc, value in (
+                ("gpus_used", "GPUs the queue's jobs hold", lambda q: q["usage"].get("gpu", 0.0)),
+                ("gpus_nominal", "The queue's nominal GPU quota",
+                 lambda q: (q["quotas"].get("gpu") or {}).get("nominal") or 0.0),
+                ("gpus_borrowed", "GPUs the queue holds above its subtree's nominal quotas",
+                 lambda q: q["borrowed_gpus"] or 0.0),
+                ("jobs_pending", "The queue's jobs waiting", lambda q: q["pending"]),
+                ("jobs_running", "The queue's jobs holding GPUs", lambda q: q["running"])):
+            g = GaugeMetricFamily(f"dlsched_queue_{name}", doc, labels=["queue"])
+            for q in rows:
+                g.add_metric([q["name"]], float(value(q)))
+            yield g
+        c = CounterMetricFamily("dlsched_queue_preemptions", "Jobs of the queue suspended by the "
+                                "tenancy, by reason", labels=["queue", "reason"])
+        ten = self.scheduler.tenancy
+        counts = {k: dict(v) for k, v in list(ten.accounts.preempt.items())} if ten is not None else {}
+        for leaf, by_reason in sorted(counts.items()):
+            for reason, n in sorted(by_reason.items()):
+                c.add_metric([leaf, reason], float(n))
+        yield c
 
 
 class Backlog(Collector):

@@ -170,7 +170,10 @@ class Server:
         self.namespace, self.cleanup_on_exit = namespace, cleanup_on_exit
         self.thread: threading.Thread | None = None
         from dlsched.tenancy import default_tree
-        self.tree = queues or default_tree()      # the queue tree (--queues FILE; dlsched.tenancy)
+        from dlsched.tenancy.engine import with_default
+        # the queue tree (--queues FILE; dlsched.tenancy), with a `default` leaf for jobs that name
+        # no queue when the file has none (it runs on what the others lend)
+        self.tree = with_default(queues) if queues is not None else default_tree()
         self.queues_given = queues is not None     # quotas are enforced only with a tree
         self.tenancy_mode = tenancy                # None: the queue file's mode, else kueue
         os.umask(0o077)                   # the store, its WAL, checkpoints, logs: owner only

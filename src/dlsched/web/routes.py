@@ -1,12 +1,13 @@
 """The web view's routes, the same for `dlsched server` and `dlsched view`: the page at `/`, login
 and logout, the pages' settings (/web/config) and their static files (/web/static/*).
 
-`/` is the login page without a valid session and the app with one (one HTML page; its four
-views are #/cluster, #/queue, #/job/<id> and #/timeline). The app reads the same JSON API as
-the CLI (GET /nodes, /jobs, /jobs/{id}, /jobs/{id}/events, /jobs/{id}/stats, /allocations,
-/timeline) with its session cookie: `require` accepts a Bearer token for any method and the
-cookie for reads only (dlsched.web.auth). `dlsched view` answers the same paths from a simulated
-run's files, so one app draws both.
+`/` is the login page without a valid session and the app with one (one HTML page; its views
+are #/cluster, #/queue, #/queues, #/job/<id>, #/timeline and #/whatif). The app reads the same
+JSON API as the CLI (GET /nodes, /jobs, /jobs/{id}, /jobs/{id}/events, /jobs/{id}/stats,
+/allocations, /timeline, /queues, /queues/{q}/pending, /whatif) with its session cookie:
+`require` accepts a Bearer token for any method and the cookie for reads only
+(dlsched.web.auth). `dlsched view` answers the same paths from a simulated run's files (not
+/queues nor /whatif: those pages are live only), so one app draws both.
 
 The static files hold no data and are served without a session, as /docs's are; every page is
 sent with a Content-Security-Policy that allows scripts, styles and requests to this server only

@@ -5,6 +5,8 @@
  *                  placed for a job whose ranks have not started: dashed); a replay has a
  *                  time slider
  *   #/queue        waiting jobs in the policy's order, with why each waits (GET /jobs)
+ *   #/queues       each queue's quota, use and jobs (GET /queues), and each queue's waiting
+ *                  jobs with their places and why each waits (GET /queues/{q}/pending)
  *   #/job/<id>     a job's facts, placement history, curves and events
  *   #/timeline     a Gantt chart of jobs over GPUs (GET /timeline)
  *   #/whatif       each policy simulated from the live state (GET /whatif): mean wait, mean
@@ -18,7 +20,7 @@
 "use strict";
 
 const state = { config: null, jobs: null, colors: new Map(), charts: [], timer: null, generation: 0, t: null, window: 3600 };
-const PAGES = { cluster: clusterPage, queue: queuePage, job: jobPage, timeline: timelinePage, whatif: whatifPage };
+const PAGES = { cluster: clusterPage, queue: queuePage, queues: queuesPage, job: jobPage, timeline: timelinePage, whatif: whatifPage };
 const WAITING = ["queued", "starting"];   // waiting for the scheduler (or its ranks) when /jobs has no queue_position
 const REFRESH_MS = 5000;
 
@@ -212,6 +214,38 @@ async function queuePage(view) {
       : h("p", { class: "muted" }, "no job waits"));
 }
 
+/* -- queues ------------------------------------------------------------------------------- */
+
+const PENDING_SHOWN = 100;   // waiting jobs listed per queue (GET /queues/{q}/pending?limit=)
+
+function gpuLimit(q) {   // a GPU quota's limit: its own, else nominal + borrowing limit, else none
+  const g = q.quotas.gpu || {};
+  if (g.limit !== null && g.limit !== undefined) return g.limit;
+  if (g.borrowing_limit !== null && g.borrowing_limit !== undefined) return (g.nominal || 0) + g.borrowing_limit;
+  return null;
+}
+
+async function queuesPage(view) {
+  const ans = await api("/queues");
+  const dash = (x) => (x === null || x === undefined ? "-" : fmtValue(x));
+  const rows = ans.queues.map((q) => [q.name, q.parent || "-", dash((q.quotas.gpu || {}).nominal), dash(gpuLimit(q)),
+    dash(q.usage.gpu || 0), dash(q.entitled_gpus), dash(q.borrowed_gpus), String(q.running), String(q.pending)]);
+  view.append(h("h1", {}, "Queues"),
+    h("p", {}, ans.mode ? `Tenancy ${ans.mode}; GPUs per queue.` : "No queue tree: one queue, no quotas."),
+    table(["queue", "parent", "nominal", "limit", "used", "entitled", "borrowed", "running", "pending"], rows,
+      [2, 3, 4, 5, 6, 7, 8]));
+  const waiting = ans.queues.filter((q) => q.leaf && q.pending > 0);
+  const pages = await Promise.all(waiting.map((q) => api(`/queues/${encodeURIComponent(q.name)}/pending?limit=${PENDING_SHOWN}`)));
+  view.append(h("h2", {}, "Waiting jobs"));
+  if (!pages.length) view.append(h("p", { class: "muted" }, "no job waits"));
+  for (const p of pages) {
+    view.append(h("h3", {}, `${p.queue}: ${p.total} waiting` + (p.total > p.items.length ? ` (the first ${p.items.length})` : "")),
+      table(["in queue", "in parent", "job", "user", "GPUs", "why it waits"],
+        p.items.map((j) => [String(j.position_in_queue), String(j.position_in_parent), jobLink(j.job_id), j.user,
+          fmtValue(j.gpus), j.reason]), [0, 1, 4]));
+  }
+}
+
 /* -- job ---------------------------------------------------------------------------------- */
 
 async function jobPage(view, id) {
@@ -384,7 +418,7 @@ async function route() {
   };
   const fail = (e) => { if (generation === state.generation) main.replaceChildren(h("p", { class: "error" }, String(e.message || e))); };
   await draw().catch(fail);
-  if (live() && (page === "cluster" || page === "queue") && generation === state.generation) {
+  if (live() && ["cluster", "queue", "queues"].includes(page) && generation === state.generation) {
     state.timer = setInterval(() => draw().catch(fail), REFRESH_MS);
   }
 }
@@ -394,7 +428,7 @@ async function start() {
   document.getElementById("title").textContent = state.config.title;
   document.title = state.config.title;
   if (!live()) {
-    for (const p of ["queue", "whatif"]) document.querySelector(`header nav a[data-page="${p}"]`).classList.add("hidden");
+    for (const p of ["queue", "queues", "whatif"]) document.querySelector(`header nav a[data-page="${p}"]`).classList.add("hidden");
   }
   window.addEventListener("hashchange", route);
   await route();
