@@ -94,10 +94,13 @@ def run(seeds: int = 1, limit: int | None = None) -> ExperimentResult:
         Check("under isolation most delay is quota (fair-share) delay", quota_iso >= place_iso,
               f"quota {quota_iso / 3600:,.0f} job-hours, placement {place_iso / 3600:,.0f}"),
     ]
+    def f(key: str, fmt: str) -> str:
+        v = nodes.get(key, NAN)
+        return "-" if v != v else format(v, fmt)
     published = [{"figure": "busy nodes per minute, Oct-Dec 2017", "recorded (philly_node_sequence)":
-                  nodes.get("recorded_mean", NAN), "ours (fifo, borrowing)": nodes.get("simulated_mean", NAN),
-                  "mean abs error": nodes.get("mae", NAN), "mean rel error": nodes.get("mean_rel_error", NAN),
-                  "correlation": nodes.get("corr", NAN)}] if nodes else []
+                  f("recorded_mean", ",.0f"), "ours (fifo, borrowing)": f("simulated_mean", ",.0f"),
+                  "mean abs error": f("mae", ",.0f"), "mean rel error": f("mean_rel_error", ".2f"),
+                  "correlation": f("corr", ".2f"), "minutes": f("minutes", ",.0f")}] if nodes else []
     summary = {f"{c} {n}": {k: s[k] for k in ("mean_wait_s", "jain_index", "max_ftf_rho", "unfair_fraction")}
                for (c, n), s in totals.items()}
     return ExperimentResult("philly-vc", "Philly per virtual cluster: quotas, borrowing, waits", rows, published,
