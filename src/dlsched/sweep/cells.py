@@ -30,6 +30,9 @@ SUMMARY_KEYS = ("jobs", "finished", "rejected", "unfinished", "mean_jct_s", "med
 def metrics_of(res) -> dict:
     """The figures of a SimResult that a sweep or a plan compares."""
     out = {k: res.summary.get(k) for k in SUMMARY_KEYS}
+    for k in ("jain_index", "max_ftf_rho", "unfair_fraction"):     # under a tenancy (dlsched.tenancy)
+        if k in res.summary:
+            out[k] = res.summary[k]
     waits = res.jobs["wait_s"].dropna()
     out["median_wait_s"] = float(waits.quantile(0.5)) if len(waits) else math.nan
     out["p95_wait_s"] = float(waits.quantile(0.95)) if len(waits) else math.nan

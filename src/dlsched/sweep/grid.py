@@ -10,6 +10,8 @@
       restart_delay_s: [0, 30]         # simulate options: restart_delay_s, start_delay_s
       round_s: [60, 300]               # policy settings: round_s, gang, blocking
       tiresias.thresholds: [[57600], [28800, 115200]]   # <component>.<parameter> of a policy
+      queues: [philly-isolated, teams.yaml]             # a queue tree (bundled, or a file)
+      tenancy: [kueue, kai]                             # the tenancy mode (with queues)
 
 A component parameter applies to the policies that have that component; the other policies run
 once per value of the rest of the grid. Every value is checked (each policy built with it) before
@@ -29,6 +31,7 @@ from dlsched.core.errors import ConfigError, DlschedError
 
 TOP = {"name", "clusters", "workloads", "policies", "seeds", "parameters"}
 SIM_OPTIONS = ("restart_delay_s", "start_delay_s")
+TENANCY_OPTIONS = ("queues", "tenancy")      # simulate's queues= and tenancy= (dlsched.tenancy)
 POLICY_SETTINGS = ("round_s", "gang", "blocking")
 MAX_CELLS = 100_000
 MAX_SEED = 2 ** 32 - 1
@@ -59,7 +62,7 @@ class Cell:
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
     def sim_options(self) -> dict:
-        return {k: v for k, v in self.params if k in SIM_OPTIONS}
+        return {k: v for k, v in self.params if k in SIM_OPTIONS or k in TENANCY_OPTIONS}
 
     def policy_settings(self) -> dict:
         """The profile overrides of this cell: {round_s, gang, blocking, params: {component: {...}}}."""
@@ -128,6 +131,38 @@ def _file_input(ref: str, base: Path) -> tuple[str, str | None]:
         return str(p.resolve()), hashlib.file_digest(fh, "sha256").hexdigest()
 
 
+def _tenancy_values(k: str, vals: list, where: str, file: str, base: Path, inputs: dict) -> list:
+    """A `queues` axis: bundled trees by name, files as absolute paths (validated, their content
+    hashed into the cells' inputs); a `tenancy` axis: registered modes."""
+    from dlsched.scheduler.framework import REGISTRY
+    from dlsched.tenancy.tree import BUNDLED, load_queues
+    import dlsched.tenancy.modes  # noqa: F401  (the modes register themselves)
+    out = []
+    for j, v in enumerate(vals):
+        if not isinstance(v, str):
+            raise ConfigError(f"{where}[{j}]", f"must be a name, got {v!r}", file=file)
+        if k == "tenancy":
+            if v not in REGISTRY.names("tenancy"):
+                raise ConfigError(f"{where}[{j}]", f"unknown mode {v!r} (modes: {', '.join(REGISTRY.names('tenancy'))})",
+                                  file=file)
+            out.append(v)
+            continue
+        if v in BUNDLED:
+            out.append(v)
+            continue
+        path, digest = _file_input(v, base)
+        if digest is None:
+            raise ConfigError(f"{where}[{j}]", f"{v!r} is neither a bundled queue tree ({', '.join(BUNDLED)}) nor a file",
+                              file=file)
+        try:
+            load_queues(path)
+        except ConfigError as e:
+            raise ConfigError(f"{where}[{j}]", str(e), file=file) from None
+        inputs[path] = digest
+        out.append(path)
+    return out
+
+
 def load_sweep(path: str | Path) -> Sweep:
     """Parse and validate a sweep file into its cells."""
     importlib.import_module("dlsched.policies")   # registers the profiles
@@ -183,12 +218,14 @@ def load_sweep(path: str | Path) -> Sweep:
     for k in sorted(grid):
         vals = grid[k]
         where = f"parameters.{k}"
-        if not isinstance(k, str) or not (k in SIM_OPTIONS or k in POLICY_SETTINGS or
+        if not isinstance(k, str) or not (k in SIM_OPTIONS or k in POLICY_SETTINGS or k in TENANCY_OPTIONS or
                                           ("." in k and all(k.partition(".")[::2]))):
-            raise ConfigError(where, f"unknown parameter (simulate options: {', '.join(SIM_OPTIONS)}; policy "
-                              f"settings: {', '.join(POLICY_SETTINGS)}; or <component>.<parameter>)", file=file)
+            raise ConfigError(where, f"unknown parameter (simulate options: {', '.join(SIM_OPTIONS + TENANCY_OPTIONS)}; "
+                              f"policy settings: {', '.join(POLICY_SETTINGS)}; or <component>.<parameter>)", file=file)
         if not isinstance(vals, list) or not vals:
             raise ConfigError(where, "must be a non-empty list of values", file=file)
+        if k in TENANCY_OPTIONS:
+            vals = _tenancy_values(k, vals, where, file, base, inputs)
         if k in SIM_OPTIONS:
             for j, v in enumerate(vals):
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
@@ -210,7 +247,8 @@ def load_sweep(path: str | Path) -> Sweep:
                 bad = ", ".join(f"{k}={v!r}" for k, v in params)
                 raise ConfigError("parameters", f"{policy} with {bad}: {e}", file=file) from None
             for cl, wl, seed in itertools.product(clusters, workloads, seeds):
-                own = tuple((ref, inputs[ref]) for ref in (cl, wl) if ref in inputs)   # its files' contents
+                qrefs = [v for k, v in params if k == "queues"]
+                own = tuple((ref, inputs[ref]) for ref in (cl, wl, *qrefs) if ref in inputs)   # its files' contents
                 cell = Cell(cl, wl, policy, seed, params, own)
                 ident = json.dumps([cl, wl, policy, seed, [list(p) for p in params]])   # values may be lists
                 if ident not in seen:
