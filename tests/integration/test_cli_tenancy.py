@@ -3,6 +3,7 @@ figures in summary.json), bad queue input on one line naming the file, line and 
 and `whatif --queues`: each queue's wait under another queue file, beside the present one."""
 import json
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -40,6 +41,9 @@ def test_simulate_with_queues_writes_per_queue_figures(tmp_path):
     a = s["queues"]["team-a"]
     assert a["jobs"] == 6 and a["quota_wait_s"] > 0 and a["borrowed_gpu_hours"] == 0
     assert 0 < s["jain_index"] <= 1 and s["max_ftf_rho"] >= 1
+    assert s["users"]["default"]["jobs"] == 7
+    jobs = pd.read_parquet(tmp_path / "out" / "jobs.parquet")
+    assert jobs["ftf_rho"].max() == pytest.approx(s["max_ftf_rho"]) and (jobs["ftf_rho"] >= 1 - 1e-9).all()
     assert s["provenance"]["inputs"]["queues"]["file"].endswith("q.yaml")
     r = _cli("compare", "-c", "seed002", "-w", str(tmp_path / "w.csv"), "--queues", str(tmp_path / "q.yaml"),
              "--tenancy", "kueue-fair", "-p", "fifo,tiresias", "-o", str(tmp_path / "cmp"))

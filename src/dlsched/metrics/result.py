@@ -324,6 +324,9 @@ def _build_result(scheduler, backend, *, policy: str, cluster_name: str, workloa
         res.summary.update(tsum, tenancy=tenancy.mode.name)
         res.queue_series = pd.DataFrame(tenancy.accounts.series,
                                         columns=["time_s", "queue", "used_gpus", "entitled_gpus"])
+        if len(res.jobs):
+            rho = tenancy.accounts.rho
+            res.jobs["ftf_rho"] = [rho.get(j, float("nan")) for j in res.jobs["job_id"]]
     return res
 
 

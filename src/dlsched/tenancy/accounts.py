@@ -19,7 +19,8 @@ reason per queue.
 
 Fairness:
     jain_index    (sum x)^2 / (n sum x^2) over queues with entitled GPU-hours, x = used / entitled
-    ftf rho       Themis's finish-time fairness: JCT over the JCT alone on 1/N of the cluster,
+    users         per user: jobs, GPU-hours held, median and p95 wait
+    ftf rho       Themis's finish-time fairness (per job: the jobs table's ftf_rho): JCT over the JCT alone on 1/N of the cluster,
                   N the queues with demand at the first round after the job arrived; the JCT alone is its run time
                   (GPU-seconds held over its GPUs), stretched by g N / C when it asks more than
                   a 1/N share of the C GPUs. max_ftf_rho and unfair_fraction (rho > 1.05, as
@@ -138,20 +139,26 @@ class Accounts:
         """summary.json's `queues` object and the fairness numbers, from the job records."""
         self.advance(now, self.held, force=True)
         per: dict[str, dict] = {}
-        rhos = []
+        users: dict[str, dict] = {}
+        self.rho: dict[str, float] = {}           # job -> its finish-time fairness (the jobs table)
         cap = self.capacity or 1.0
         for rec in records:
             leaf = self.engine.leaf_of(rec)
             d = per.setdefault(leaf, {"jobs": 0, "waits": []})
+            u = users.setdefault(rec.spec.user, {"jobs": 0, "waits": [], "gpu_s": 0.0})
             d["jobs"] += 1
+            u["jobs"] += 1
+            u["gpu_s"] += rec.attained_gpu_s
             if rec.first_start_s is not None:
                 d["waits"].append(rec.first_start_s - rec.submit_time_s)
+                u["waits"].append(rec.first_start_s - rec.submit_time_s)
             g = float(sum(t.demand[GPU] for t in rec.spec.tasks))
             if rec.finish_s is not None and g > 0 and rec.attained_gpu_s > 0:
                 i = bisect.bisect_right(self.active_t, rec.submit_time_s)
                 n = max(1, self.active_n[i] if i < len(self.active_n) else 1)
                 alone = rec.attained_gpu_s / g * max(1.0, g * n / cap)
-                rhos.append((rec.finish_s - rec.submit_time_s) / alone)
+                self.rho[rec.job_id] = (rec.finish_s - rec.submit_time_s) / alone
+        rhos = list(self.rho.values())
         out = {}
         ratios = []
         for leaf in sorted(set(per) | set(self.q)):
@@ -173,7 +180,13 @@ class Accounts:
         x = np.array(ratios)
         jain = float(x.sum() ** 2 / (len(x) * (x ** 2).sum())) if len(x) and (x ** 2).sum() > 0 else 1.0
         r = np.array(rhos)
-        return {"queues": out, "jain_index": jain,
+        by_user = {}
+        for name, u in sorted(users.items()):
+            w = np.array(u["waits"]) if u["waits"] else np.zeros(0)
+            by_user[name] = {"jobs": u["jobs"], "gpu_hours": u["gpu_s"] / 3600,
+                             "median_wait_s": float(np.median(w)) if len(w) else 0.0,
+                             "p95_wait_s": float(np.percentile(w, 95)) if len(w) else 0.0}
+        return {"queues": out, "users": by_user, "jain_index": jain,
                 "max_ftf_rho": float(r.max()) if len(r) else 0.0,
                 "unfair_fraction": float((r > 1.05).mean()) if len(r) else 0.0,
                 "idle_within_quota_gpu_hours": self.idle_within_quota_gpu_s / 3600}

@@ -87,8 +87,9 @@ class DecayedLedger(Ledger):
         return u
 
     def state(self) -> dict:
-        return {"t": self.t, "t0": self.t0, "u": dict(self.u)}
+        return {"t": self.t, "t0": self.t0, "u": dict(self.u), "capacity": self.capacity}
 
     def load(self, state: dict) -> None:
         self.t, self.t0 = state.get("t"), float(state.get("t0", 0.0))
+        self.capacity = float(state.get("capacity", self.capacity) or 0.0)
         self.u = {str(k): float(v) for k, v in (state.get("u") or {}).items()}
