@@ -42,29 +42,30 @@ class Accounts:
         self.engine = engine
         self.t: float | None = None
         self.held: dict[str, float] = {}
-        self.q: dict[str, dict[str, float]] = {}
         self.preempt: dict[str, dict[str, int]] = {}
         self.idle_within_quota_gpu_s = 0.0
-        self.entitled: dict[str, float] = {}
-        self.demand: dict[str, float] = {}
-        self.nominal: dict[str, float] = {}
         self.idle_flag = False
         self.capacity = 0.0
-        self.leaves: list[str] | None = None
+        # one slot per leaf of the tree; the integrands and the integrals as numpy arrays (a
+        # pass over the leaves per batch was the tenancy's largest cost: bench_tenancy.py)
+        self.leaves: list[str] = list(engine.tree.leaves)
+        self.index = {leaf: i for i, leaf in enumerate(self.leaves)}
+        n = len(self.leaves)
+        self.h, self.ent, self.dem, self.nom = (np.zeros(n) for _ in range(4))   # held, entitled, demand, nominal
+        self.nq, self.npl = np.zeros(n), np.zeros(n)            # jobs waiting by quota, by placement
+        self.acc = {k: np.zeros(n) for k in ("used_gpu_s", "entitled_gpu_s", "borrowed_gpu_s", "lent_gpu_s",
+                                             "quota_wait_s", "placement_wait_s")}
+        self._nominal_set = False
         # allocation against entitlement over time, per queue: sampled at rounds at most every
         # sample_s (a run of months keeps thousands of rows, not one per round)
         self.sample_s, self._next_sample = 600.0, 0.0
         self.series: list[tuple[float, str, float, float]] = []   # (time, queue, used, entitled)
-        self.blocked: dict[str, tuple[int, int]] = {}   # queue -> jobs waiting by quota, by placement
         self.active_t: list[float] = []         # round times, and the queues with demand then
         self.active_n: list[int] = []
 
     def _acc(self, leaf: str) -> dict[str, float]:
-        a = self.q.get(leaf)
-        if a is None:
-            a = self.q[leaf] = {"used_gpu_s": 0.0, "entitled_gpu_s": 0.0, "borrowed_gpu_s": 0.0, "lent_gpu_s": 0.0,
-                                "quota_wait_s": 0.0, "placement_wait_s": 0.0}
-        return a
+        i = self.index.get(leaf)
+        return {k: (float(v[i]) if i is not None else 0.0) for k, v in self.acc.items()}
 
     def preempted(self, leaf: str, reason: str) -> None:
         d = self.preempt.setdefault(leaf, {})
@@ -78,61 +79,58 @@ class Accounts:
             return
         if self.t is not None and now > self.t:
             dt = now - self.t
-            used = {k[6:]: v for k, v in self.held.items() if k.startswith("queue:")}
-            borrowed_total, idle_nominal = 0.0, {}
-            for leaf in set(used) | set(self.entitled):
-                a = self._acc(leaf)
-                u = used.get(leaf, 0.0)
-                a["used_gpu_s"] += u * dt
-                a["entitled_gpu_s"] += min(self.entitled.get(leaf, 0.0), self.demand.get(leaf, 0.0)) * dt
-                nom = self.nominal.get(leaf, 0.0)
-                a["borrowed_gpu_s"] += max(0.0, u - nom) * dt
-                borrowed_total += max(0.0, u - nom)
-                if nom - u > _EPS:
-                    idle_nominal[leaf] = nom - u
-            idle_sum = sum(idle_nominal.values())
-            if borrowed_total > _EPS and idle_sum > _EPS:
-                lent = min(borrowed_total, idle_sum)
-                for leaf, x in idle_nominal.items():
-                    self._acc(leaf)["lent_gpu_s"] += lent * x / idle_sum * dt
-            for leaf, (nq, npl) in self.blocked.items():
-                a = self._acc(leaf)
-                a["quota_wait_s"] += nq * dt
-                a["placement_wait_s"] += npl * dt
+            h, nom, acc = self.h, self.nom, self.acc
+            acc["used_gpu_s"] += h * dt
+            acc["entitled_gpu_s"] += np.minimum(self.ent, self.dem) * dt
+            over = np.maximum(h - nom, 0.0)
+            acc["borrowed_gpu_s"] += over * dt
+            idle = np.maximum(nom - h, 0.0)
+            b, i = float(over.sum()), float(idle.sum())
+            if b > _EPS and i > _EPS:
+                acc["lent_gpu_s"] += min(b, i) * idle / i * dt
+            acc["quota_wait_s"] += self.nq * dt
+            acc["placement_wait_s"] += self.npl * dt
             if self.idle_flag:
-                self.idle_within_quota_gpu_s += max(0.0, self.capacity - sum(used.values())) * dt
+                self.idle_within_quota_gpu_s += max(0.0, self.capacity - float(h.sum())) * dt
         self.t = now
-        self.held = held
+        if held is not self.held:
+            self.held = held
+            self.h = np.zeros(len(self.leaves))
+            for k, v in held.items():
+                if k.startswith("queue:") and k[6:] in self.index:
+                    self.h[self.index[k[6:]]] = v
 
     def round(self, now: float, view, lanes: dict, decided: set, refused: set) -> None:
         """After a round: the entitlements and demands in force until the next, and how many
         jobs of each queue wait blocked by quota and by placement."""
         self.advance(now, self.held, force=True)         # integrate what held until this round
         leaves = self.leaves
-        if leaves is None:
-            leaves = self.leaves = self.engine.tree.leaves
-        self.entitled = {leaf: view.entitled.get(leaf, 0.0) for leaf in leaves}
-        self.demand = {leaf: view.demand.get(leaf, 0.0) for leaf in leaves}
+        ent, dem = view.entitled, view.demand
+        self.ent = np.array([ent.get(leaf, 0.0) for leaf in leaves])
+        self.dem = np.array([dem.get(leaf, 0.0) for leaf in leaves])
         b = view.book
-        if not self.nominal:
-            self.nominal = {leaf: (b.nominal(leaf, "gpu") if "gpu" in b.resources else 0.0) for leaf in leaves}
+        if not self._nominal_set:
+            self._nominal_set = True
+            self.nom = np.array([(b.nominal(leaf, "gpu") if "gpu" in b.resources else 0.0) for leaf in leaves])
         self.capacity = view.capacity.get("gpu", 0.0)
         if now >= self._next_sample:
             self._next_sample = now + self.sample_s
-            for leaf in leaves:
-                self.series.append((now, leaf, self.held.get(f"queue:{leaf}", 0.0), self.entitled.get(leaf, 0.0)))
+            for i, leaf in enumerate(leaves):
+                self.series.append((now, leaf, float(self.h[i]), float(self.ent[i])))
         self.active_t.append(now)
-        self.active_n.append(sum(1 for leaf in leaves if self.demand.get(leaf, 0.0) > _EPS))
-        self.blocked = {}
+        self.active_n.append(int((self.dem > _EPS).sum()))
+        nq, npl = np.zeros(len(leaves)), np.zeros(len(leaves))
         flag = False
         for leaf, lane in lanes.items():
-            nq = sum(1 for r in lane if r.job_id in refused)
-            nd = sum(1 for r in lane if r.job_id in decided)
-            self.blocked[leaf] = (nq, len(lane) - nq - nd)
+            i = self.index[leaf]
+            q = sum(1 for r in lane if r.job_id in refused) if refused else 0
+            d = sum(1 for r in lane if r.job_id in decided) if decided else 0
+            nq[i], npl[i] = q, len(lane) - q - d
             if not flag:
                 head = next((r for r in lane if r.job_id not in decided), None)
                 flag = head is not None and (b.usage[leaf].get("gpu", 0.0) + self.engine.gpus(head)
-                                             <= self.nominal.get(leaf, 0.0) + _EPS)
+                                             <= self.nom[i] + _EPS)
+        self.nq, self.npl = nq, npl
         self.idle_flag = flag
 
     def summary(self, records, now: float) -> dict:
@@ -161,7 +159,7 @@ class Accounts:
         rhos = list(self.rho.values())
         out = {}
         ratios = []
-        for leaf in sorted(set(per) | set(self.q)):
+        for leaf in sorted(set(per) | {lf for lf in self.leaves if self.acc["used_gpu_s"][self.index[lf]] > 0}):
             d = per.get(leaf, {"jobs": 0, "waits": []})
             a = self._acc(leaf)
             waits = np.array(d["waits"]) if d["waits"] else np.zeros(0)
