@@ -106,3 +106,12 @@ def test_a_queue_file_names_its_mode_and_settings(tmp_path, capsys):
     rc, err = _main(capsys, "simulate", "-c", "seed002", "-w", str(tmp_path / "w.csv"), "--queues",
                     str(tmp_path / "bad.yaml"), "-o", str(tmp_path / "o2"))
     assert rc == 2 and "bad.yaml, line 3: tenancy.strategy: must be profile, strict or best-effort" in err
+
+
+def test_policies_lists_the_tenancy_parts_and_modes():
+    r = _cli("policies", "--all")
+    assert r.exit_code == 0, r.output
+    modes = r.output.split("\ntenancy:\n", 1)[1]
+    assert all(f"  {m} " in modes for m in ("kueue", "kueue-fair", "kai", "volcano-proportion", "volcano-capacity",
+                                            "slurm-fairtree"))
+    assert "\nvictims:\n  kai " in r.output and "\nledger:\n  decayed " in r.output

@@ -295,6 +295,7 @@ def view(
 def list_policies(all_kinds: bool = typer.Option(False, "--all", help="also list components by kind")):
     """The registry: every policy (profile), one line each."""
     import dlsched.policies  # noqa: F401
+    import dlsched.tenancy.modes  # noqa: F401  (the tenancy's parts and modes)
     from dlsched.scheduler.framework import KINDS, REGISTRY
     for e in REGISTRY.entries("profile"):
         typer.echo(f"{e.name:<22} {e.doc}" + (f"  [{e.source}]" if e.source else ""))
