@@ -22,6 +22,8 @@ def test_philly_vc_on_the_first_jobs_shows_queueing_per_vc():
     s = res.results["isolated"]["fifo"][0].summary
     assert set(s["queues"]) >= {r["policy"] for r in iso}
     assert 0 < s["jain_index"] <= 1 and s["max_ftf_rho"] >= 1.0
-    # the first jobs end in September: nothing overlaps the recorded Oct-Dec series
+    # busy nodes per minute against the recorded series, over the minutes both have (the
+    # first jobs' long runs reach into October)
     got = _node_error(res.results["no queues"]["fifo"][0])
-    assert got["minutes"] == 0 and math.isnan(got["mae"])
+    assert got["minutes"] > 0 and got["mae"] >= 0 and got["recorded_mean"] > 0
+    assert math.isnan(got["corr"]) or -1 <= got["corr"] <= 1

@@ -186,7 +186,6 @@ class RunsMixin:
     def _confirm_start(self, run: _Run) -> None:
         """Every rank of `run` started: watch them, record the allocation and the start."""
         job_id, run_id, pls, tasks = run.job_id, run.run_id, run.placements, run.tasks
-        run.starting = False
         hs = [self.handles[w] for w in run.workers]
         log.info("job %s: %s: ranks started %.3f s after the run was made", job_id, run_id,
                  time.time() - run.started)
@@ -204,6 +203,9 @@ class RunsMixin:
         j = self.store.job(job_id)
         self.store.update_job(job_id, state="running", start_time=j["start_time"] or time.time(),
                               workers=sum(1 for t in tasks if t.role is Role.WORKER))
+        # only now: until the store says running, the API shows `starting` with its reason from
+        # this flag (cleared earlier, a loaded machine showed `starting` without one)
+        run.starting = False
         self.store.event(job_id, "started", f"{run_id} on " + ", ".join(
             f"{tp.task}@{self.nodes[tp.node].name}" for tp in pls))
         if run.switch is not None:
