@@ -62,6 +62,10 @@ def test_users_touch_only_their_own_jobs(runtime, tmp_path):
     assert r.status_code == 422 and "unknown queue 'team-z'" in r.json()["detail"]
     r = _as(s, alice, "POST", "/jobs", {"spec": {**spec, "user": "bob"}})
     assert r.status_code == 403 and "as 'bob'" in r.json()["detail"]
+    # more than team-a may ever hold (nominal 4, borrowing limit 0): refused at submit, with the numbers
+    r = _as(s, alice, "POST", "/jobs", {"spec": {**spec, "workers": 3, "gpus_per_worker": 2, "batch_size": 63}})
+    assert r.status_code == 422 and r.json()["detail"].endswith(
+        "field 'queue': the job asks 6 GPUs at once; queue team-a's nominal quota plus borrowing limit is 4"), r.text
     # the CLI: the server's reason, exit 1; a user naming an unknown queue: exit 2
     r = s.cli("job", "cancel", jid, check=False, env={"DLSCHED_TOKEN": alice})
     assert r.returncode == 1 and "alice may not touch" in r.stderr, r.stderr

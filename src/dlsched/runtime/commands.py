@@ -32,7 +32,11 @@ class CommandsMixin:
         """Why the job of `spec` (a RuntimeJobSpec) can never run on this cluster, in its own
         fields and numbers ("" when it can): the scheduler's own arrival check (NeverFits),
         asked at submit so that such a job is refused there instead of rejected once queued."""
-        reason = self.scheduler.never_fits(spec.to_jobspec("(new)", 0.0), self)
+        job = spec.to_jobspec("(new)", 0.0)
+        reason = self.scheduler.never_fits(job, self)
+        ten = self.scheduler.tenancy
+        if not reason and ten is not None:
+            return ten.never_fits(job)              # above its queue's limits, with the numbers
         if not reason:
             return ""
         cap = self.snapshot().capacity

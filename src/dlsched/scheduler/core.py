@@ -291,6 +291,8 @@ class Scheduler(LogWriter, Placing):
         self.jobs[job.job_id] = rec
         self._log_rec((e.time, "arrival", job.job_id, "", (), None, False, job, None))
         reason = self.never_fits(job, backend)
+        if not reason and self.tenancy is not None:
+            reason = self.tenancy.never_fits(job)        # above its queue's limits: never admitted
         if reason:
             rec.state = JobState.REJECTED
             rec.reject_reason = reason

@@ -115,7 +115,7 @@ class _Victims:
     """The jobs a victim may be taken from, listed when first asked (most rounds ask nothing):
     (record, leaf, request) of each whole running DL job not released or decided in the round."""
 
-    def __init__(self, engine: "Tenancy", txn):
+    def __init__(self, engine: Tenancy, txn):
         self.engine, self.txn, self.items = engine, txn, None
 
     def __iter__(self):
@@ -173,6 +173,28 @@ class Tenancy:
             got = (rec.tasks, request_of(rec.spec, rec.tasks, self.resources))
             self._req[rec.job_id] = got
         return got[1]
+
+    def never_fits(self, job) -> str:
+        """Why `job` can never be admitted in its queue ("" when it may be): more than a limit,
+        or than a nominal plus a borrowing limit, of its queue or an ancestor, on some resource.
+        (A non-preemptible job above its KAI quota waits, unschedulable, as KAI leaves it.)"""
+        from dlsched.tenancy.book import Book, unit
+        leaf = self.leaf_of(job)
+        if leaf not in self.tree.nodes:
+            return ""
+        req = request_of(job, job.tasks, self.resources)
+        b = Book(self.tree, None, self.resources)
+        for r, x in req.items():
+            if x <= _EPS:
+                continue
+            for n in b.path(leaf)[:-1]:
+                cap = min(b.limit(n, r), b.nominal(n, r) + b.borrowing_limit(n, r))
+                if x > cap + _EPS:
+                    what = "limit" if b.limit(n, r) <= b.nominal(n, r) + b.borrowing_limit(n, r) else \
+                        "nominal quota plus borrowing limit"
+                    return (f"field 'queue': the job asks {x:g} {unit(r)} at once; queue {n}'s {what} is {cap:g}"
+                            + ("" if n == leaf else f" (an ancestor of {leaf})"))
+        return ""
 
     def gpus(self, rec) -> float:
         """The GPUs a job asks for (all its tasks; kept per job)."""

@@ -132,3 +132,15 @@ def test_14_a_lender_that_may_not_reclaim_keeps_its_capacity():
         out = run(q, jobs, gpus=4, settings={"params": {"victims": {"reclaim_within_cohort": policy}}})
         assert out.state("b1").value == "pending", policy
         assert "may need it back" in out.why("b1")
+
+
+def test_a_job_above_its_queues_limits_is_rejected_at_arrival_with_the_numbers():
+    q = tree({"name": "org", "limit": 6}, {"name": "a", "parent": "org", "nominal": 2, "borrowing_limit": 1},
+             {"name": "b", "parent": "org", "nominal": 4})
+    out = run(q, [job("big", "a", 4), job("wide", "b", 8, workers=2), job("ok", "a", 3)], gpus=16)
+    assert out.state("big").value == "rejected" and out.state("wide").value == "rejected"
+    assert out.sched.jobs["big"].reject_reason == ("field 'queue': the job asks 4 GPUs at once; queue a's nominal "
+                                                   "quota plus borrowing limit is 3")
+    assert out.sched.jobs["wide"].reject_reason == ("field 'queue': the job asks 8 GPUs at once; queue org's limit "
+                                                    "is 6 (an ancestor of b)")
+    assert out.state("ok").value == "running"
