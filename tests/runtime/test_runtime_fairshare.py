@@ -25,9 +25,7 @@ ONE = {"workers": 1, "iterations": 100000, "args": {"hidden": 32, "lr": 0.1, "se
 
 
 def _submit(s, name, queue) -> str:
-    r = s.post("/jobs", {"spec": digits_spec(name=name, queue=queue, **ONE)})
-    assert r.status_code == 201, r.text
-    return r.json()["job_id"]
+    return s.submit(digits_spec(name=name, queue=queue, **ONE))     # (ServerProc.submit: 201 or fails)
 
 
 def _wait(pred, what: str, timeout: float = 150.0):

@@ -8,12 +8,6 @@ import time
 from conftest import digits_spec, team_queues_server
 
 
-def _submit(s, spec) -> str:
-    r = s.post("/jobs", {"spec": spec})
-    assert r.status_code == 201, r.text
-    return r.json()["job_id"]
-
-
 def _wait(s, pred, what: str, timeout: float = 120.0):
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
@@ -27,11 +21,11 @@ def _wait(s, pred, what: str, timeout: float = 120.0):
 def test_borrow_then_reclaim_on_real_jobs(runtime, tmp_path):
     s = team_queues_server(runtime)      # team-a and team-b, nominal 4 GPUs each (conftest.TEAM_QUEUES)
     long = {"iterations": 100000, "args": {"hidden": 32, "lr": 0.1, "seed": 0, "delay_s": 0.02}}
-    a = [_submit(s, digits_spec(name=f"a{i}", queue="team-a", **long)) for i in range(4)]
+    a = [s.submit(digits_spec(name=f"a{i}", queue="team-a", **long)) for i in range(4)]
     try:
         # team-a borrows team-b's idle 4 GPUs: all four 2-GPU jobs run on the 8 GPUs
         _wait(s, lambda: all(s.get(f"/jobs/{j}")["state"] == "running" for j in a), "team-a's four jobs to run")
-        b = _submit(s, digits_spec(name="b0", queue="team-b", **long))
+        b = s.submit(digits_spec(name="b0", queue="team-b", **long))
         _wait(s, lambda: s.get(f"/jobs/{b}")["state"] in ("starting", "running"), "team-b's job to start")
         taken = [j for j in a if any(e["kind"] == "preempted" for e in s.get(f"/jobs/{j}/events"))]
         assert len(taken) == 1, taken

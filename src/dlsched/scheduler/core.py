@@ -387,7 +387,7 @@ class Scheduler(LogWriter, Placing):
         self._explain(queue, txn, head)
         if self.tenancy is not None:
             self.queue_order = (*self.queue_order, *(r.job_id for r in waiting if r.job_id in self.tenancy.refused))
-            self._waiting = (waiting, txn)
+            self._walked = txn             # the accounts read its decisions once it is carried out
         self._last_round = (snap.now, _time.perf_counter() - t0, len(queue))
         self.rounds.append(self._last_round)
         return txn.plan
@@ -442,10 +442,10 @@ class Scheduler(LogWriter, Placing):
         """The last round's plan is the one carried out: its policy state changes stay, and the
         round goes into the log (a `round` record: its wall seconds and queued jobs)."""
         self._saved = None
-        if self.tenancy is not None and getattr(self, "_waiting", None) is not None:
-            waiting, txn = self._waiting
-            self.tenancy.committed(txn.snap.now, waiting, txn.decided)
-            self._waiting = None
+        if self.tenancy is not None and getattr(self, "_walked", None) is not None:
+            txn = self._walked
+            self.tenancy.committed(txn.snap.now, txn.decided)
+            self._walked = None
         if self._last_round is not None:
             now, wall, queued = self._last_round
             self._log_rec((now, "round", "", "", (), None, False, None, (wall, queued)))

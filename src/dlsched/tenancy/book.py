@@ -114,14 +114,6 @@ class Book:
         self._t = t
         self._path, self._kids = t["path"], t["kids"]
 
-    def copy(self) -> "Book":
-        b = Book.__new__(Book)
-        b.tree, b.resources, b.pool, b._t, b._path, b._kids = (self.tree, self.resources, self.pool, self._t,
-                                                               self._path, self._kids)
-        b.usage = {n: dict(u) for n, u in self.usage.items()}
-        b.bal = {n: dict(x) for n, x in self.bal.items()}
-        return b
-
     def path(self, leaf: str) -> list[str]:
         """The leaf, its ancestors, then the root."""
         return self._path[leaf]

@@ -392,9 +392,10 @@ class Tenancy:
         policy = getattr(victims, "reclaim", "any")
         if policy == "any" or not view.pending:
             return ""
-        b = view.book
-        if all(b.usage[leaf][r] + x <= b.nominal(leaf, r) + _EPS for r, x in req.items() if x > _EPS):
+        from dlsched.tenancy.orders import within_nominal
+        if within_nominal(view, leaf, req):
             return ""          # not borrowing
+        b = view.book
         for other, head in view.pending.items():
             if other == leaf:
                 continue
@@ -416,7 +417,7 @@ class Tenancy:
         return True
 
     # -- outside rounds ------------------------------------------------------------------------
-    def committed(self, now: float, waiting: list, decided: set) -> None:
+    def committed(self, now: float, decided: set) -> None:
         """The last round's walk was carried out: its admissions pay their entry penalties, and
         the accounts take its entitlements and each waiting job's kind of wait."""
         if getattr(self, "_view", None) is not None:

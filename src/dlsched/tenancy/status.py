@@ -24,15 +24,13 @@ def queues_status(tenancy, sched) -> dict:
         leaf = tenancy.leaf_of(rec)
         pending[leaf] = pending.get(leaf, 0) + 1
 
-    def subtree(name: str) -> list[str]:
-        kids = tree.children.get(name, [])
-        return [name] if not kids else [x for k in kids for x in subtree(k)]
-
+    from dlsched.tenancy.book import Book
+    book = Book(tree, None, tenancy.resources)          # (its quota tables: subtree_quota)
     out = []
     for name, node in tree.nodes.items():
-        leaves = subtree(name)
+        leaves = _leaves(tree, name)
         use = {r: sum(leaf_use.get(lf, {}).get(r, 0.0) for lf in leaves) for r in tenancy.resources}
-        sub_nominal = {r: _subtree_nominal(tree, name, r) for r in tenancy.resources}
+        sub_nominal = {r: book.subtree_quota(name, r) for r in tenancy.resources}
         out.append({
             "name": name, "parent": node.parent or None, "leaf": not tree.children.get(name),
             "weight": node.weight, "priority": node.priority,
@@ -44,12 +42,6 @@ def queues_status(tenancy, sched) -> dict:
             "pending": sum(pending.get(lf, 0) for lf in leaves),
         })
     return {"mode": tenancy.mode.name, "queues": out}
-
-
-def _subtree_nominal(tree, name: str, r: str) -> float:
-    q = tree.nodes[name].quotas.get(r)
-    return (q.nominal if q is not None else 0.0) + sum(_subtree_nominal(tree, c, r)
-                                                        for c in tree.children.get(name, []))
 
 
 def pending_jobs(tenancy, sched, queue: str, offset: int = 0, limit: int = 1000) -> dict:
