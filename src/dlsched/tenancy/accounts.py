@@ -56,6 +56,10 @@ class Accounts:
         self.acc = {k: np.zeros(n) for k in ("used_gpu_s", "entitled_gpu_s", "borrowed_gpu_s", "lent_gpu_s",
                                              "quota_wait_s", "placement_wait_s")}
         self._nominal_set = False
+        self.ed = np.zeros(n)                                   # min(entitled, demand)
+        self._ent_of: dict | None = None                        # the entitlements self.ent was made from
+        self._at = {f"queue:{leaf}": i for i, leaf in enumerate(self.leaves)}
+        self._rows: list[tuple] = []                            # intervals not yet summed (flush)
         # allocation against entitlement over time, per queue: sampled at rounds at most every
         # sample_s (a run of months keeps thousands of rows, not one per round)
         self.sample_s, self._next_sample = 600.0, 0.0
@@ -64,6 +68,7 @@ class Accounts:
         self.active_n: list[int] = []
 
     def _acc(self, leaf: str) -> dict[str, float]:
+        self.flush()
         i = self.index.get(leaf)
         return {k: (float(v[i]) if i is not None else 0.0) for k, v in self.acc.items()}
 
@@ -74,31 +79,54 @@ class Accounts:
     def advance(self, now: float, held: dict[str, float], force: bool = False) -> None:
         """Integrate the last state up to `now`, then take `held` ("queue:<leaf>" -> GPUs).
         Lazy: while nothing changed (the same `held`, no round since) the integrand is the same,
-        so the interval simply grows (benchmarks/bench_tenancy.py: most batches change nothing)."""
+        so the interval simply grows (benchmarks/bench_tenancy.py: most batches change nothing).
+        Each interval is kept as a row (its length and the integrand's arrays, which are replaced,
+        never changed in place) and the rows are summed in blocks by flush: a few numpy calls
+        per interval on arrays of a dozen queues cost more than the block's sums."""
         if held is self.held and not force:
             return
         if self.t is not None and now > self.t:
-            dt = now - self.t
-            h, nom, acc = self.h, self.nom, self.acc
-            acc["used_gpu_s"] += h * dt
-            acc["entitled_gpu_s"] += np.minimum(self.ent, self.dem) * dt
-            over = np.maximum(h - nom, 0.0)
-            acc["borrowed_gpu_s"] += over * dt
-            idle = np.maximum(nom - h, 0.0)
-            b, i = float(over.sum()), float(idle.sum())
-            if b > _EPS and i > _EPS:
-                acc["lent_gpu_s"] += min(b, i) * idle / i * dt
-            acc["quota_wait_s"] += self.nq * dt
-            acc["placement_wait_s"] += self.npl * dt
-            if self.idle_flag:
-                self.idle_within_quota_gpu_s += max(0.0, self.capacity - float(h.sum())) * dt
+            self._rows.append((now - self.t, self.h, self.ed, self.nq, self.npl,
+                               self.capacity if self.idle_flag else -1.0))
+            if len(self._rows) >= 4096:
+                self.flush()
         self.t = now
         if held is not self.held:
             self.held = held
-            self.h = np.zeros(len(self.leaves))
+            h = np.zeros(len(self.leaves))
+            at = self._at
             for k, v in held.items():
-                if k.startswith("queue:") and k[6:] in self.index:
-                    self.h[self.index[k[6:]]] = v
+                i = at.get(k)
+                if i is not None:
+                    h[i] = v
+            self.h = h
+
+    def flush(self) -> None:
+        """Add the kept intervals to the integrals (see advance)."""
+        rows = self._rows
+        if not rows:
+            return
+        self._rows = []
+        dt = np.array([r[0] for r in rows])
+        col = dt[:, None]
+        h = np.array([r[1] for r in rows])
+        acc, nom = self.acc, self.nom
+        acc["used_gpu_s"] += (h * col).sum(axis=0)
+        acc["entitled_gpu_s"] += (np.array([r[2] for r in rows]) * col).sum(axis=0)
+        over = np.maximum(h - nom, 0.0)
+        idle = np.maximum(nom - h, 0.0)
+        acc["borrowed_gpu_s"] += (over * col).sum(axis=0)
+        b, i = over.sum(axis=1), idle.sum(axis=1)
+        lend = (b > _EPS) & (i > _EPS)
+        if lend.any():
+            w = np.minimum(b, i)[lend] / i[lend] * dt[lend]
+            acc["lent_gpu_s"] += (idle[lend] * w[:, None]).sum(axis=0)
+        acc["quota_wait_s"] += (np.array([r[3] for r in rows]) * col).sum(axis=0)
+        acc["placement_wait_s"] += (np.array([r[4] for r in rows]) * col).sum(axis=0)
+        cap = np.array([r[5] for r in rows])
+        on = cap >= 0
+        if on.any():
+            self.idle_within_quota_gpu_s += float((np.maximum(0.0, cap[on] - h[on].sum(axis=1)) * dt[on]).sum())
 
     def round(self, now: float, view, lanes: dict, decided: set, refused: set) -> None:
         """After a round: the entitlements and demands in force until the next, and how many
@@ -106,8 +134,11 @@ class Accounts:
         self.advance(now, self.held, force=True)         # integrate what held until this round
         leaves = self.leaves
         ent, dem = view.entitled, view.demand
-        self.ent = np.array([ent.get(leaf, 0.0) for leaf in leaves])
+        if ent is not self._ent_of:
+            self._ent_of = ent
+            self.ent = np.array([ent.get(leaf, 0.0) for leaf in leaves])
         self.dem = np.array([dem.get(leaf, 0.0) for leaf in leaves])
+        self.ed = np.minimum(self.ent, self.dem)
         b = view.book
         if not self._nominal_set:
             self._nominal_set = True
@@ -136,6 +167,7 @@ class Accounts:
     def summary(self, records, now: float) -> dict:
         """summary.json's `queues` object and the fairness numbers, from the job records."""
         self.advance(now, self.held, force=True)
+        self.flush()
         per: dict[str, dict] = {}
         users: dict[str, dict] = {}
         self.rho: dict[str, float] = {}           # job -> its finish-time fairness (the jobs table)

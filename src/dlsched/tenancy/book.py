@@ -114,6 +114,17 @@ class Book:
         self._t = t
         self._path, self._kids = t["path"], t["kids"]
 
+    def clone(self) -> Book:
+        """A copy whose usage and balances change on their own (the tables are shared): a round
+        starts from the engine's kept book instead of adding every holder again
+        (benchmarks/bench_tenancy.py)."""
+        b = Book.__new__(Book)
+        b.tree, b.resources, b.pool, b._t, b._path, b._kids = (self.tree, self.resources, self.pool, self._t,
+                                                              self._path, self._kids)
+        b.usage = {n: d.copy() for n, d in self.usage.items()}
+        b.bal = {n: d.copy() for n, d in self.bal.items()}
+        return b
+
     def path(self, leaf: str) -> list[str]:
         """The leaf, its ancestors, then the root."""
         return self._path[leaf]

@@ -159,6 +159,9 @@ class Tenancy:
         self._last_held: dict[str, float] = {}
         self._changed = False
         self._cap_cache: dict[bytes, dict] = {}      # the nodes up -> capacity per resource
+        self._pool_for: tuple | None = None             # (capacity, the root's pool for it)
+        self._base: Book | None = None                  # the holders' usage, kept by _update
+        self._fit_caps: dict[str, list] = {}            # leaf -> (node, resource, cap, what)
         self.accounts = Accounts(self)
         self.sched = None
         self.refused: set[str] = set()
@@ -178,22 +181,27 @@ class Tenancy:
         """Why `job` can never be admitted in its queue ("" when it may be): more than a limit,
         or than a nominal plus a borrowing limit, of its queue or an ancestor, on some resource.
         (A non-preemptible job above its KAI quota waits, unschedulable, as KAI leaves it.)"""
-        from dlsched.tenancy.book import Book, unit
+        from dlsched.tenancy.book import unit
         leaf = self.leaf_of(job)
         if leaf not in self.tree.nodes:
             return ""
+        caps = self._fit_caps.get(leaf)
+        if caps is None:                 # the tree's bounds on the leaf's path, once per leaf
+            b, caps = Book(self.tree, None, self.resources), []
+            for r in self.resources:
+                for n in b.path(leaf)[:-1]:
+                    lim, nb = b.limit(n, r), b.nominal(n, r) + b.borrowing_limit(n, r)
+                    if min(lim, nb) < math.inf:
+                        caps.append((n, r, min(lim, nb), "limit" if lim <= nb else "nominal quota plus borrowing limit"))
+            self._fit_caps[leaf] = caps
+        if not caps:
+            return ""
         req = request_of(job, job.tasks, self.resources)
-        b = Book(self.tree, None, self.resources)
-        for r, x in req.items():
-            if x <= _EPS:
-                continue
-            for n in b.path(leaf)[:-1]:
-                cap = min(b.limit(n, r), b.nominal(n, r) + b.borrowing_limit(n, r))
-                if x > cap + _EPS:
-                    what = "limit" if b.limit(n, r) <= b.nominal(n, r) + b.borrowing_limit(n, r) else \
-                        "nominal quota plus borrowing limit"
-                    return (f"field 'queue': the job asks {x:g} {unit(r)} at once; queue {n}'s {what} is {cap:g}"
-                            + ("" if n == leaf else f" (an ancestor of {leaf})"))
+        for n, r, cap, what in caps:
+            x = req.get(r, 0.0)
+            if x > _EPS and x > cap + _EPS:
+                return (f"field 'queue': the job asks {x:g} {unit(r)} at once; queue {n}'s {what} is {cap:g}"
+                        + ("" if n == leaf else f" (an ancestor of {leaf})"))
         return ""
 
     def gpus(self, rec) -> float:
@@ -261,18 +269,31 @@ class Tenancy:
                 out[r] = float(snap.capacity[idx, GPU].sum()) if idx else 0.0
         return out
 
-    def _book(self, ctx, capacity) -> tuple[Book, list]:
-        """The book at the start of a round: what the jobs holding resources use (kept as they
-        change, in observe), less the jobs the round has already released."""
-        pool = {}
+    def _pool(self, capacity: dict) -> dict[str, float]:
+        """What the root holds of each resource (dlsched.tenancy.book): the capacity above the
+        top-level quotas where the whole cluster is divided, else nothing."""
+        got = self._pool_for
+        if got is not None and got[0] is capacity:
+            return got[1]
+        pool = dict.fromkeys(self.resources, 0.0)
         if self.mode.spec.pool == "cluster":
             top = self.tree.children.get(ROOT, [])
             probe = Book(self.tree, resources=self.resources)
             pool = {r: max(0.0, capacity.get(r, 0.0) - sum(probe.subtree_quota(c, r) for c in top))
                     for r in probe.resources}
-        book = Book(self.tree, pool, self.resources)
-        for leaf, use in self._leaf_use.items():
-            book.add(leaf, use)
+        self._pool_for = (capacity, pool)
+        return pool
+
+    def _book(self, ctx, capacity) -> tuple[Book, list]:
+        """The book at the start of a round: a copy of the one kept as holdings change (in
+        _update), less the jobs the round has already released."""
+        pool = self._pool(capacity)
+        base = self._base
+        if base is None or base.pool != pool:
+            base = self._base = Book(self.tree, pool, self.resources)
+            for leaf, use in self._leaf_use.items():
+                base.add(leaf, use)
+        book = base.clone()
         for jid in ctx.txn.released:
             h = self._hold.get(jid)
             if h is not None:
@@ -290,6 +311,8 @@ class Tenancy:
             use = self._leaf_use[leaf]
             for r, x in req.items():
                 use[r] -= x
+            if self._base is not None:
+                self._base.add(leaf, req, -1.0)
             self._held[f"queue:{leaf}"] -= g
             self._held[f"user:{user}"] -= g
         if rec.placed and rec.state not in _SETTLED:
@@ -298,6 +321,8 @@ class Tenancy:
             use = self._leaf_use.setdefault(leaf, dict.fromkeys(self.resources, 0.0))
             for r, x in req.items():
                 use[r] += x
+            if self._base is not None:
+                self._base.add(leaf, req)
             for k in (f"queue:{leaf}", f"user:{user}"):
                 self._held[k] = self._held.get(k, 0.0) + g
 

@@ -48,10 +48,15 @@ class Nominal(Timeless, Entitlement):
     """The nominal quota: what a queue is guaranteed, nothing computed."""
 
     def __init__(self) -> None:
-        pass
+        self._kept: tuple | None = None
 
     def compute(self, view) -> dict[str, float]:
-        return {x: _gpu(view, x, "nominal") for x in view.tree.nodes}
+        # the same tables give the same answer: kept, and the same dict returned, which tells
+        # the accounts nothing changed (benchmarks/bench_tenancy.py)
+        t = view.book._t
+        if self._kept is None or self._kept[0] is not t:
+            self._kept = (t, {x: _gpu(view, x, "nominal") for x in view.tree.nodes})
+        return self._kept[1]
 
 
 def kai_split(total: float, queues: list[dict], k: float = 1.0) -> dict[str, float]:
@@ -178,10 +183,15 @@ class VolcanoCapacity(Timeless, Entitlement):
     """Volcano's capacity: deserved is configured; admission up to the real capability."""
 
     def __init__(self) -> None:
-        pass
+        self._kept: tuple | None = None
 
     def compute(self, view) -> dict[str, float]:
-        return {x: _gpu(view, x, "nominal") for x in view.tree.nodes}
+        # the same tables give the same answer: kept, and the same dict returned, which tells
+        # the accounts nothing changed (benchmarks/bench_tenancy.py)
+        t = view.book._t
+        if self._kept is None or self._kept[0] is not t:
+            self._kept = (t, {x: _gpu(view, x, "nominal") for x in view.tree.nodes})
+        return self._kept[1]
 
     def admits(self, view, leaf: str, job, req: dict[str, float]) -> str:
         b = view.book
