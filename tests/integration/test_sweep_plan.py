@@ -110,6 +110,24 @@ def test_plan_finds_the_smallest_cluster_and_the_best_policy(tmp_path):
     assert ans["nodes"] == smallest.min() and ans["policy"] in smallest[smallest == smallest.min()].index
 
 
+def test_plan_under_queues_keeps_the_quotas_while_the_nodes_grow(tmp_path):
+    """Under kueue a queue runs within its quota (and what others lend): 4 GPUs never meet the
+    target however many nodes there are. Under kai the whole cluster is divided, so nodes help."""
+    q = tmp_path / "q.yaml"
+    q.write_text("queues:\n  - name: default\n    quotas:\n      gpu: {nominal: 4}\n")
+    base = ["plan", "-w", "poisson:jobs=60,rate=0.01", "-c", "seed000", "--target", "p95_wait_s<=1h",
+            "--workers", 2, "--max-nodes", 80, "--queues", q]
+    r = run(*base, "--out", tmp_path / "kueue")
+    assert r.returncode == 0, r.stderr
+    assert "no size up to the limit meets" in r.stdout
+    curve = pd.read_csv(tmp_path / "kueue" / "curve.csv")
+    assert (curve["nodes"] >= 80).any() and not curve["met"].any()
+    r = run(*base, "--tenancy", "kai", "--out", tmp_path / "kai")
+    assert r.returncode == 0, r.stderr
+    ans = json.loads((tmp_path / "kai" / "plan.json").read_text())["answers"][""]
+    assert ans is not None and ans["nodes"] <= 80
+
+
 def test_plan_input_errors(tmp_path):
     base = ["plan", "-w", "poisson:jobs=20", "-c", "seed000", "--out", tmp_path / "p"]
     for extra, want in [(["--target", "p95_wait<=1h"], "unknown metric"),
@@ -118,7 +136,10 @@ def test_plan_input_errors(tmp_path):
                         (["--target", "p95_wait_s<=1h", "--policies", "fifo,nope"], "unknown profile 'nope'"),
                         (["--target", "p95_wait_s<=1h", "--min-nodes", 5, "--max-nodes", 2], "--max-nodes 2"),
                         (["--target", "p95_wait_s<=1h", "--tenant", "nobody"], "--tenant nobody"),
-                        (["--target", "p95_wait_s<=1h", "--group", 3], "--group 3")]:
+                        (["--target", "p95_wait_s<=1h", "--group", 3], "--group 3"),
+                        (["--target", "p95_wait_s<=1h", "--queues", tmp_path / "nope.yaml"], "nope.yaml"),
+                        (["--target", "p95_wait_s<=1h", "--tenancy", "kai"], "--tenancy: needs --queues"),
+                        (["--target", "p95_wait_s<=1h", "--queues", "philly", "--tenancy", "kueu"], "--tenancy: unknown mode")]:
         r = run(*base, *extra)
         assert r.returncode == 2, (extra, r.stderr)
         assert want in r.stderr and len(r.stderr.strip().splitlines()) == 1, (want, r.stderr)

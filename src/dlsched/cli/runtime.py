@@ -223,6 +223,8 @@ def register(app: typer.Typer) -> None:
             h = parse_duration(horizon)
         except ValueError as e:
             raise DlschedError(f"--horizon: {e}") from None
+        from dlsched.cli.tenancy import load_tenancy
+        load_tenancy(queues, tenancy, [])          # the file and the mode, before the server is asked
         names = [p.strip() for p in (policies or "").split(",") if p.strip()]
         if state is not None:
             from dlsched.runtime.whatif import predict

@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from dlsched.cli.tenancy import QUEUES_OPTION, TENANCY_OPTION
 from dlsched.core.errors import DlschedError
 
 RAY_HELP = "a running Ray cluster (HOST:PORT); default: a private local Ray on this machine's cores"
@@ -90,6 +91,8 @@ def register(app: typer.Typer) -> None:
                                                 help="largest size to consider (default: up to 100,000)"),
         tenant: Optional[str] = typer.Option(None, "--tenant", help="comma-separated users (Philly: virtual "
                                              "clusters): size a cluster for each one's jobs alone"),
+        queues: Optional[str] = QUEUES_OPTION,
+        tenancy: Optional[str] = TENANCY_OPTION,
         seed: int = typer.Option(0, "--seed", min=0, help="random seed (generators and policies)"),
         out: Path = typer.Option(Path("out/plan"), "--out", "-o", help="output folder"),
         force: bool = typer.Option(False, "--force", help="replace the contents of a non-empty --out folder"),
@@ -99,7 +102,8 @@ def register(app: typer.Typer) -> None:
         """Capacity planning: the smallest cluster and the best policy that meet a target.
 
         One node group of the cluster is scaled, by parallel bisection on Ray, on the workload
-        given; prints the curve."""
+        given; prints the curve. With --queues every run keeps the queue tree's quotas as they
+        are while the nodes grow."""
         from dlsched.cli.main import _check_out, _check_policies, _clear_out, _console
         from dlsched.report import rich_table
         from dlsched.sweep.plan import parse_target, run_plan, write_plan
@@ -118,6 +122,7 @@ def register(app: typer.Typer) -> None:
         with bar:
             o = run_plan(workload, cluster, names, tgt, group=group, min_nodes=min_nodes, max_nodes=max_nodes,
                          tenants=tenants, seed=seed, address=ray_address, workers=workers,
+                         queues=queues, tenancy=tenancy,
                          progress=lambda rounds, runs: update(runs, None))
         _clear_out(out)
         paths = write_plan(o, out)

@@ -171,7 +171,7 @@ class PlanOutcome:
 def run_plan(workload: str, cluster: str, policies: list[str], target: Target, *, group: int = 0,
              min_nodes: int = 1, max_nodes: int | None = None, tenants: list[str] | None = None,
              seed: int = 0, address: str | None = None, workers: int | None = None,
-             progress=None) -> PlanOutcome:
+             progress=None, queues: str | None = None, tenancy: str | None = None) -> PlanOutcome:
     from dlsched.sweep.engine import _task, ray_session
     from dlsched.sweep.cells import error_line
     from dlsched.sweep.grid import Cell
@@ -186,6 +186,7 @@ def run_plan(workload: str, cluster: str, policies: list[str], target: Target, *
     if min_nodes < 1 or min_nodes > cap:
         raise DlschedError(f"--min-nodes {min_nodes}: must be 1..{cap} (--max-nodes)")
     jobs = load_workload(workload, seed=seed)
+    params = _tenancy_params(queues, tenancy, jobs, workload)
     sets: dict[str | None, list] = {None: jobs}
     if tenants:
         users = {}
@@ -220,7 +221,7 @@ def run_plan(workload: str, cluster: str, policies: list[str], target: Target, *
             for s, n in batch:
                 if n not in clusters:
                     clusters[n] = ray.put(scaled(spec, group, n, f"{name}-{n}"))
-                cell = Cell(f"{name}-{n}", str(workload), s.policy, seed)
+                cell = Cell(f"{name}-{n}", str(workload), s.policy, seed, params)
                 futures[task.remote(cell, clusters[n], refs[s.tenant])] = (s, n)
             for ref, (s, n) in futures.items():
                 try:
@@ -235,6 +236,18 @@ def run_plan(workload: str, cluster: str, policies: list[str], target: Target, *
                 progress(rounds, sum(len(s.tried) for s in searches))
     gpus = int(g.get("gpus") or 0)
     return PlanOutcome(target, group, str(g.get("name_prefix") or f"group {group}"), gpus, searches)
+
+
+def _tenancy_params(queues: str | None, mode: str | None, jobs, workload: str) -> tuple:
+    """The cells' `queues` and `tenancy` parameters (a file as an absolute path, for the Ray
+    workers), checked against the jobs before any run."""
+    from dlsched.cli.tenancy import load_tenancy
+    from dlsched.tenancy.tree import BUNDLED
+    tree, mode = load_tenancy(queues, mode, jobs, workload)
+    if tree is None:
+        return ()
+    path = queues if queues in BUNDLED else str(Path(queues).resolve())
+    return tuple(sorted({"queues": path, **({"tenancy": mode} if mode else {})}.items()))
 
 
 def write_plan(o: PlanOutcome, out: Path) -> dict[str, Path]:
