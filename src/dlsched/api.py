@@ -56,24 +56,53 @@ def make_tenancy(queues, mode: str | None = None, settings: dict | None = None, 
     return t
 
 
+def with_throughputs(ref, speed: SpeedParams | None, jobs: list[JobSpec]) -> tuple[SpeedParams, list[JobSpec]]:
+    """The speed settings with the table, and the jobs with the GPU types each may run on: those
+    with an entry for its GPU count (or a smaller one) in the table, for the jobs whose model the
+    table has (a job with no such type is rejected at arrival: no node of its types)."""
+    import dataclasses
+
+    from dlsched.workload.throughputs import ThroughputTable, load_throughputs
+    table = ref if isinstance(ref, ThroughputTable) else load_throughputs(ref)
+    speed = dataclasses.replace(speed or SpeedParams(), throughputs=table)
+    out, kept = [], {}
+    types = table.gpu_types()
+    for j in jobs:
+        if j.kind != "dl" or j.gpu_type is not None or not table.has(j.model):
+            out.append(j)
+            continue
+        g = max(int(round(j.gpus)), 1)
+        key = (j.model, g)
+        allowed = kept.get(key)
+        if allowed is None:
+            counts = [c for c in table.gpu_counts(j.model) if c <= g]
+            allowed = kept[key] = tuple(t for t in types if any(table.steps_per_s(j.model, c, t) for c in counts))
+        out.append(dataclasses.replace(j, gpu_types=allowed))
+    return speed, out
+
+
 def simulate(cluster: str | Path | Cluster, workload: str | Path | list[JobSpec], policy: str = "fifo", *,
              seed: int = 0, policy_config: str | Path | dict | None = None, restart_delay_s: float = 30.0,
              speed: SpeedParams | None = None, node_events=(), workload_format: str | None = None,
              progress: Callable[[float, int], None] | None = None, record_rates: bool = True,
              start_delay_s: float = 0.0, queues=None, tenancy: str | None = None,
-             tenancy_settings: dict | None = None) -> SimResult:
+             tenancy_settings: dict | None = None, throughputs=None) -> SimResult:
     """Run `policy` on `workload` over `cluster` and return its metrics.
 
     cluster: a preset name or YAML path; workload: a file (any supported format), a generator
     name, or a list of JobSpec; policy: a registered profile name (`dlsched policies`); queues: a
     queue file (YAML) or a QueueTree, enforced in the tenancy mode `tenancy` (dlsched.tenancy.
-    modes) with `tenancy_settings`; None: one tenant, no quotas."""
+    modes) with `tenancy_settings`; None: one tenant, no quotas. throughputs: a throughput table
+    (a bundled name such as `gavel`, a file, or a ThroughputTable; dlsched.workload.throughputs)
+    that sets the speed of every job whose model is one of its job types."""
     cl = load_cluster(cluster)
     if isinstance(workload, (list, tuple)):
         jobs, wname = list(workload), "jobs"
     else:
         from dlsched.workload.io import load_workload
         jobs, wname = load_workload(workload, format=workload_format, seed=seed), Path(str(workload)).name
+    if throughputs is not None:
+        speed, jobs = with_throughputs(throughputs, speed, jobs)
     settings = load_policy_config(policy_config).get(policy, {})
     profile = build_profile(policy, settings)
     backend = SimBackend(cl, jobs, speed=speed, restart_delay_s=restart_delay_s, node_events=node_events,

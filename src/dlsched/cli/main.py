@@ -30,6 +30,7 @@ CLUSTER_HELP = "a preset (seed000, seed002, liquid-N, v100-N, pollux, philly) or
 SPEED_HELP = "YAML overriding the speed model: overlap, interference table"
 WORKLOAD_HELP = "a workload file (CSV, Parquet, JSON lines; gzipped or not) or a generator name"
 FORCE_HELP = "replace the contents of a non-empty --out folder (once the inputs have validated)"
+from dlsched.cli.speed import THROUGHPUTS_OPTION, apply_throughputs  # noqa: E402
 from dlsched.cli.tenancy import QUEUES_OPTION, TENANCY_OPTION  # noqa: E402
 
 _ARGV: list[str] = []   # the command line main() ran, recorded in summary.json
@@ -127,7 +128,8 @@ def _check_policies(flag: str, names: list[str]) -> None:
 
 
 def _load(cluster: str, workload: str, fmt: Optional[str], seed: int, policy_config: Optional[Path],
-          speed_config: Optional[Path], queues: Optional[str] = None, mode: Optional[str] = None):
+          speed_config: Optional[Path], queues: Optional[str] = None, mode: Optional[str] = None,
+          throughputs: Optional[str] = None):
     """Every input of simulate / compare, validated before any run: (cluster, jobs, workload name,
     speed model, provenance, (queue tree or None, tenancy mode))."""
     from dlsched.api import load_policy_config
@@ -140,11 +142,13 @@ def _load(cluster: str, workload: str, fmt: Optional[str], seed: int, policy_con
         speed = load_speed_config(speed_config)
     cl = load_cluster(cluster)
     jobs = load_workload(workload, format=fmt, seed=seed)
+    speed, jobs = apply_throughputs(throughputs, speed, jobs)
     from dlsched.cli.tenancy import load_tenancy
     ten = load_tenancy(queues, mode, jobs, workload)
     prov = _provenance(seed, cluster=(cluster, is_preset(cluster)), workload=(workload, is_named_workload(workload)),
                        policy_config=(policy_config, False), speed_config=(speed_config, False),
-                       queues=(queues, queues is not None and not Path(queues).exists()))
+                       queues=(queues, queues is not None and not Path(queues).exists()),
+                       throughputs=(throughputs, throughputs is not None and not Path(throughputs).exists()))
     return cl, jobs, Path(workload).name, speed, prov, ten
 
 
@@ -217,7 +221,7 @@ def simulate(
     policy: str = typer.Option("fifo", "--policy", "-p", help="a policy name (see `dlsched policies`)"),
     out: Path = typer.Option(Path("out/run"), "--out", "-o", help="output folder"),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
-    fmt: Optional[str] = typer.Option(None, "--format", help="workload format: schema, philly or pollux"),
+    fmt: Optional[str] = typer.Option(None, "--format", help="workload format: schema, philly, pollux or gavel"),
     policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="YAML of policy parameters"),
     seed: int = _seed(),
     restart_delay_s: float = _delay(30.0, "--restart-delay-s", "cost of resume / migrate / resize"),
@@ -225,11 +229,13 @@ def simulate(
     speed_config: Optional[Path] = typer.Option(None, "--speed-config", help=SPEED_HELP),
     report: bool = typer.Option(False, "--report/--no-report", help="also write report.html with plots"),
     queues: Optional[str] = QUEUES_OPTION, tenancy: str = TENANCY_OPTION,
+    throughputs: Optional[str] = THROUGHPUTS_OPTION,
 ):
     """Simulate one policy; write jobs.parquet, summary.json, timeline and events to --out."""
     _check_out(out, force)
     _check_policies("--policy", [policy])
-    cl, jobs, wname, speed, prov, ten = _load(cluster, workload, fmt, seed, policy_config, speed_config, queues, tenancy)
+    cl, jobs, wname, speed, prov, ten = _load(cluster, workload, fmt, seed, policy_config, speed_config, queues, tenancy,
+                                                  throughputs)
     res = _run_one(cl, jobs, wname, policy, seed, policy_config, restart_delay_s, speed, start_delay_s, ten)
     _clear_out(out)
     res.save(out, prov)
@@ -249,13 +255,14 @@ def compare(
                                  help="comma-separated policy names"),
     out: Path = typer.Option(Path("out/compare"), "--out", "-o", help="output folder"),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
-    fmt: Optional[str] = typer.Option(None, "--format", help="workload format: schema, philly or pollux"),
+    fmt: Optional[str] = typer.Option(None, "--format", help="workload format: schema, philly, pollux or gavel"),
     policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="YAML of policy parameters"),
     seed: int = _seed(),
     restart_delay_s: float = _delay(30.0, "--restart-delay-s", "cost of resume / migrate / resize"),
     start_delay_s: float = _delay(0.0, "--start-delay-s", "cost of a job's first start (Pollux: 30)"),
     speed_config: Optional[Path] = typer.Option(None, "--speed-config", help=SPEED_HELP),
     queues: Optional[str] = QUEUES_OPTION, tenancy: str = TENANCY_OPTION,
+    throughputs: Optional[str] = THROUGHPUTS_OPTION,
 ):
     """Run several policies on the same cluster and workload; print a table, write an HTML report."""
     from dlsched.metrics.result import write_json
@@ -266,7 +273,8 @@ def compare(
     if len(set(names)) < len(names):
         raise DlschedError(f"--policies: a policy is named twice ({policies})")
     _check_policies("--policies", names)
-    cl, jobs, wname, speed, prov, ten = _load(cluster, workload, fmt, seed, policy_config, speed_config, queues, tenancy)
+    cl, jobs, wname, speed, prov, ten = _load(cluster, workload, fmt, seed, policy_config, speed_config, queues, tenancy,
+                                                  throughputs)
     results = [_run_one(cl, jobs, wname, p, seed, policy_config, restart_delay_s, speed, start_delay_s, ten)
                for p in names]
     _clear_out(out)

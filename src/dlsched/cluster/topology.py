@@ -77,6 +77,25 @@ class Cluster:
         return inv
 
     @cached_property
+    def _type_masks(self) -> dict:
+        return {}
+
+    def type_mask(self, job) -> np.ndarray | None:
+        """The nodes whose GPU type `job` may use (a JobSpec's gpu_type, else its gpu_types), as
+        a read-only bool array; None when any type will do. Kept per set of types."""
+        allowed = (job.gpu_type,) if job.gpu_type is not None else getattr(job, "gpu_types", None)
+        if allowed is None:
+            return None
+        m = self._type_masks.get(allowed)
+        if m is None:
+            types = self.gpu_types
+            ids = [types.index(t) for t in allowed if t in types]
+            m = np.isin(self.node_gpu_type, ids) if ids else np.zeros(self.num_nodes, dtype=bool)
+            m.setflags(write=False)
+            self._type_masks[allowed] = m
+        return m
+
+    @cached_property
     def node_rack(self) -> np.ndarray:
         a = np.array([n.rack for n in self.nodes], dtype=np.int64)
         a.setflags(write=False)
@@ -304,6 +323,39 @@ def _philly() -> dict:
          "nic_gbps": 40, "gpu_link_gbps": 100, "nodes_per_rack": 32, "name_prefix": "m8-"}]}
 
 
+def _gavel(v: int, p: int, k: int, g: int) -> dict:
+    # Gavel's simulated clusters (`-c V:P:K`, `--num_gpus_per_server G`): V V100s, P P100s and K
+    # K80s on servers of G GPUs of one type. Gavel models no network (its throughput table holds
+    # each job's whole speed); the servers' CPU, memory and links here are ours.
+    groups = []
+    for gtype, n, mem in (("V100", v, 16), ("P100", p, 16), ("K80", k, 12)):
+        if n:
+            groups.append({"count": n // g, "gpus": g, "gpu_type": gtype, "gpu_mem_gb": mem, "cpus": 8 * g,
+                           "mem_gb": 64 * g, "nic_gbps": 25, "gpu_link_gbps": 100, "nodes_per_rack": 32,
+                           "name_prefix": f"{gtype.lower()}-"})
+    return {"name": f"gavel-{v}:{p}:{k}:{g}", "rack_uplink_gbps": 800, "node_groups": groups}
+
+
+def _gavel_counts(s: str) -> tuple[int, int, int, int] | None:
+    """(V, P, K, G) of a `gavel-V:P:K[:G]` name, else None; DlschedError for a malformed one."""
+    if not s.startswith("gavel-"):
+        return None
+    parts = s[len("gavel-"):].split(":")
+    if len(parts) not in (3, 4) or not all(x.isdigit() for x in parts):
+        raise DlschedError(f"cluster {s!r}: give gavel-V:P:K or gavel-V:P:K:G (V100, P100 and K80 GPUs, "
+                           "G GPUs per server), e.g. gavel-36:36:36 or gavel-8:16:24:4")
+    v, p, k = (int(x) for x in parts[:3])
+    g = int(parts[3]) if len(parts) == 4 else 1
+    if not 1 <= g <= 64:
+        raise DlschedError(f"cluster {s!r}: G (GPUs per server) must be 1..64, got {g}")
+    bad = [f"{n} {t}s" for n, t in ((v, "V100"), (p, "P100"), (k, "K80")) if n % g]
+    if bad:
+        raise DlschedError(f"cluster {s!r}: {bad[0]} do not fill servers of {g} GPUs")
+    if not 0 < v + p + k <= MAX_SIZED_NODES * g:
+        raise DlschedError(f"cluster {s!r}: give between 1 and {MAX_SIZED_NODES * g} GPUs")
+    return v, p, k, g
+
+
 PRESETS: dict[str, Any] = {
     "seed000": _seed000,
     "seed001": _seed001,
@@ -312,6 +364,7 @@ PRESETS: dict[str, Any] = {
     "philly": _philly,
     "liquid-N": _liquid,   # liquid-5, liquid-10, ...
     "v100-N": _v100,       # v100-150, v100-1500, ...
+    "gavel-V:P:K[:G]": _gavel,   # gavel-36:36:36, gavel-8:16:24:4 (V100, P100, K80; G per server)
 }
 SIZED = {"liquid-": _liquid, "v100-": _v100}   # presets that take a node count: liquid-N, v100-N
 MAX_SIZED_NODES = 100_000
@@ -329,17 +382,23 @@ def _sized(s: str):
 def is_preset(ref) -> bool:
     """Whether `ref` names a preset (a preset wins over a file of the same name)."""
     s = str(ref)
-    return (s in PRESETS and not s.endswith("-N")) or _sized(s) is not None
+    if s.startswith("gavel-") and ":" in s:
+        return True                     # a malformed one is refused by preset_spec, with the form
+    return (s in PRESETS and not s.endswith(("-N", "]"))) or _sized(s) is not None
 
 
 def preset_spec(name: str) -> dict:
     """The spec (node groups) of a preset name, as a cluster YAML file would give it."""
+    counts = _gavel_counts(name)
+    if counts is not None:
+        return _gavel(*counts)
     sized = _sized(name)
     return sized[0](sized[1]) if sized else PRESETS[name]()
 
 
 def load_cluster(ref: str | Path | Cluster) -> Cluster:
-    """A preset name (seed000, seed001, seed002, liquid-N, v100-N, pollux, philly) or a YAML file."""
+    """A preset name (seed000, seed001, seed002, liquid-N, v100-N, gavel-V:P:K[:G], pollux, philly) or
+    a YAML file."""
     if isinstance(ref, Cluster):
         return ref
     s = str(ref)

@@ -116,6 +116,9 @@ class JobSpec:
     iterations: float | None = None
     duration_s: float | None = None
     gpu_type: str | None = None       # required GPU type, or None for any
+    # the GPU types the job may run on at all, when not every type will do (a throughput table
+    # with no entry for a type: dlsched.workload.throughputs); gpu_type, when set, wins
+    gpu_types: tuple[str, ...] | None = None
     # Liquid's phases (T_e = T_l + N (T_t + T_sy) + T_sa; dlsched.sim.phases): the launch phase
     # is launch_s when given, else the transfer of data_gb and the model over the job's NICs
     # (none when neither is given); the saving phase lasts save_s. GPUs are held in all three.

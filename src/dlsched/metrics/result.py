@@ -319,6 +319,10 @@ def _build_result(scheduler, backend, *, policy: str, cluster_name: str, workloa
                           effective_gpu_s=eff, engine_log=backend.log, policy=policy,
                           cluster_name=cluster_name, workload_name=workload_name, rounds=rounds)
     res.nodes = cluster_nodes(backend.cluster)
+    if len(backend.cluster.gpu_types) > 1 and len(res.jobs):
+        from dlsched.metrics.gputypes import types_run
+        ran = types_run(decisions, backend.cluster)
+        res.jobs["gpu_type_run"] = [ran.get(j, "") for j in res.jobs["job_id"]]
     if tsum is not None:
         import pandas as pd
         res.summary.update(tsum, tenancy=tenancy.mode.name)

@@ -23,7 +23,7 @@ class NeverFits:
         # Jobs that share one task tuple (a trace reader's: every n-GPU Philly job) share the
         # answer: looked up by the tuple's identity first, without counting its demands.
         tasks = job.tasks
-        same = self._by_tasks.get((job.kind, job.gpu_type, id(tasks)))
+        same = self._by_tasks.get((job.kind, job.gpu_type, job.gpu_types, id(tasks)))
         if same is not None and same[0] is tasks:
             return same[1]
         reason = self._reason(job, backend)
@@ -31,14 +31,14 @@ class NeverFits:
             # jobs with tuples of their own (a generator's) would grow it by one entry per job
             # for good (173 bytes each); the answers stay in _cache, by demands
             self._by_tasks.clear()
-        self._by_tasks[(job.kind, job.gpu_type, id(tasks))] = (tasks, reason)
+        self._by_tasks[(job.kind, job.gpu_type, job.gpu_types, id(tasks))] = (tasks, reason)
         return reason
 
     def _reason(self, job, backend) -> str:
         counts: dict[tuple, int] = {}
         for t in job.tasks:
             counts[t.demand] = counts.get(t.demand, 0) + 1
-        key = (job.kind, job.gpu_type, tuple(sorted(counts.items())))   # (filters read the GPU type)
+        key = (job.kind, job.gpu_type, job.gpu_types, tuple(sorted(counts.items())))   # (filters read the GPU types)
         hit = self._cache.get(key)
         if hit is not None:
             return hit

@@ -312,9 +312,9 @@ class FastPlacer:
         if used is not None and -1 in slots:
             return None
         ok0 = snap.up
-        if job.gpu_type is not None:
-            want = cl.gpu_types.index(job.gpu_type) if job.gpu_type in cl.gpu_types else -1
-            ok0 = ok0 & (cl.node_gpu_type == want)
+        mask = cl.type_mask(job)
+        if mask is not None:
+            ok0 = ok0 & mask
         k = len(tasks)
         out = np.empty(k, dtype=np.int64)
         out_gpus = np.empty((k, txn.gpu_load.shape[1]), dtype=np.int64)

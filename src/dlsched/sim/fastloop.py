@@ -174,7 +174,7 @@ def _inputs(sched, be) -> dict | None:
     n = len(specs)
     cl = be.cluster
     types = list(cl.gpu_types)
-    model_of = be.speed.params.model
+    model_of = be.speed.params.knows
     models: dict = {}
     shapes: dict = {}            # id(tasks) -> (tasks, demand ids, GPUs per task)
     demands: dict = {}           # demand tuple -> id
@@ -187,13 +187,13 @@ def _inputs(sched, be) -> dict | None:
     tgpu: list[int] = []
     never = sched.never_fits
     for j, s in enumerate(specs):
-        if (s.kind != "dl" or s.iterations is not None or s.save_s != 0
+        if (s.kind != "dl" or s.iterations is not None or s.save_s != 0 or s.gpu_types is not None
                 or not (s.launch_s == 0 or (s.launch_s is None and s.data_gb is None))):
             return None
         if s.model is not None:
             known = models.get(s.model)
             if known is None:
-                known = models[s.model] = model_of(s.model) is not None
+                known = models[s.model] = model_of(s.model)
             if known:
                 return None            # its speed depends on its placement
         d = s.duration_s or 0.0

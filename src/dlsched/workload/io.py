@@ -13,9 +13,11 @@ Files
       schema  the common schema (`dlsched.workload.schema`): has job_id and submit_time_s
       philly  Philly per-job CSV: timestamp, duration, num_gpus[, gpu_time, cluster]
       pollux  Pollux workload CSV: name, time, application, num_replicas, batch_size
+    except a file whose name ends `.trace` or `.trace.gz`, which is read as
+      gavel   Gavel's tab-separated trace, no header (`dlsched.workload.gavel_trace`)
     Encoding, recognised from the content: Parquet (starts with `PAR1`), JSON lines (first
     character `{`), otherwise CSV; any of them may be gzipped (gzip magic bytes).
-    `format=` overrides either: one of schema / philly / pollux, or csv / parquet / jsonl.
+    `format=` overrides either: one of schema / philly / pollux / gavel, or csv / parquet / jsonl.
 
 Line numbers in errors are 1-based: in CSV the header is line 1 and the first data row line 2
 (a row whose quoted field spans lines counts as the line it ends on); in JSON lines the first
@@ -46,11 +48,11 @@ import numpy as np
 
 from dlsched.core.errors import DlschedError, InputError
 from dlsched.core.types import GPU, JobSpec
-from dlsched.workload import readers
+from dlsched.workload import gavel_trace, readers
 from dlsched.workload.generators import GENERATORS, generate
 from dlsched.workload.schema import COLUMNS, job_to_row
 
-FORMATS = ("schema", "philly", "pollux")
+FORMATS = ("schema", "philly", "pollux", "gavel")
 ENCODINGS = ("csv", "parquet", "jsonl")
 SAVE_SUFFIXES = {".csv": ("csv", False), ".csv.gz": ("csv", True), ".parquet": ("parquet", False),
                  ".jsonl": ("jsonl", False), ".jsonl.gz": ("jsonl", True)}
@@ -139,8 +141,17 @@ def _load_file(path: Path, format: str | None) -> list[JobSpec]:
     return _sorted([job for _, job in _load_pairs(path, format)])
 
 
+def _gavel_v100(job_type: str, gpus: int) -> float | None:
+    from dlsched.workload.throughputs import load_throughputs
+    return load_throughputs("gavel").steps_per_s(job_type, gpus, "V100")
+
+
 def _load_pairs(path: Path, format: str | None) -> list[tuple[int, JobSpec]]:
     file = str(path)
+    if format == "gavel" or (format is None and gavel_trace.is_gavel_trace(path)):
+        # its job ids are unique by construction; an SLO is a multiple of the run time alone on a
+        # V100, read from Gavel's own table (loaded only when a row has one)
+        return gavel_trace.read_gavel_trace(path, file=file, steps_per_s=_gavel_v100)
     encoding, gz = _sniff(path)
     if format in ENCODINGS:
         encoding, format = format, None

@@ -51,6 +51,7 @@ communication is inside the measured time, so they do not share links max-min.
 from __future__ import annotations
 
 import heapq
+import math
 
 from dataclasses import dataclass, field
 import numpy as np
@@ -81,6 +82,14 @@ class SpeedParams:
     # have, e.g. one whose per-sample time, overhead and size were fitted to a runtime's
     # measurements (experiment seed000-batch-size).
     models: dict = field(default_factory=dict)
+    # A throughput table (dlsched.workload.throughputs): a job whose model is one of its job
+    # types runs at the table's steps/s for its GPU count on its slowest GPU type, no network
+    throughputs: object | None = None
+
+    def knows(self, name: str | None) -> bool:
+        """Whether a job of model `name` has a speed that depends on where it runs."""
+        t = self.throughputs
+        return self.model(name) is not None or (t is not None and name is not None and t.has(name))
 
     def model(self, name: str | None) -> ModelProfile | None:
         """The profile of model `name`: this run's own (`models`), else the zoo's."""
@@ -220,6 +229,9 @@ class SpeedModel:
                 tasks: tuple | None = None) -> JobComm | None:
         """None when the job's speed does not depend on placement (no model, or not a DL job).
         `tasks`: the job's current tasks when a Resize changed them (default: as submitted)."""
+        table = self.params.throughputs
+        if table is not None and job.kind == "dl" and placements and table.has(job.model):
+            return table_profile(table, self.cluster, job, placements, job.tasks if tasks is None else tasks)
         model = self.params.model(job.model)
         if model is None or job.kind != "dl" or not placements:
             return None
@@ -340,6 +352,35 @@ class SpeedModel:
             raise ValueError(f"job {job.job_id} has no speed profile (model {job.model!r})")
         shares = {link: float(self.link_capacity[link]) for link in prof.link_bytes}
         return prof.iter_time(shares)
+
+
+def _table_rate(table, model: str, gpus: int, gpu_type: str) -> float | None:
+    """Steps/s at `gpus` on `gpu_type`; a count the table lacks runs at the largest count below
+    it that the table has (a resize to 3 GPUs where it knows 1, 2 and 4 runs as 2)."""
+    r = table.steps_per_s(model, gpus, gpu_type)
+    if r is None:
+        below = [c for c in table.gpu_counts(model) if c < gpus]
+        r = table.steps_per_s(model, max(below), gpu_type) if below else None
+    return r
+
+
+def table_profile(table, cluster: Cluster, job: JobSpec, placements, tasks) -> JobComm:
+    """A job's profile from a throughput table: one iteration (step) takes 1 / steps/s of its
+    GPU count on the slowest GPU type it holds; nothing on the network (the table's speeds
+    include the job's communication). A duration_s is run time on the table's reference type
+    at the submitted count. A type with no entry gives a rate of 0 (the placement filter keeps
+    jobs off such types: JobSpec.gpu_types)."""
+    nodes = cluster.nodes
+    workers = [p for p in placements if tasks[p.task].role is Role.WORKER] or list(placements)
+    gpus = max(int(round(sum(max(tasks[p.task].demand[GPU], 0.0) for p in workers))), 1)
+    rates = [_table_rate(table, job.model, gpus, t) for t in {nodes[p.node].gpu_type for p in workers}]
+    step = min((r for r in rates if r is not None), default=0.0) if None not in rates else 0.0
+    t = 1.0 / step if step > 0 else math.inf
+    n0 = max(int(round(sum(max(w.demand[GPU], 0.0) for w in job.tasks if w.role is Role.WORKER))), 1)
+    ref = table.reference
+    r0 = _table_rate(table, job.model, n0, ref) if ref is not None else None
+    ideal = 1.0 / r0 if r0 else (t if math.isfinite(t) else 1.0)
+    return JobComm(t, 0.0, {}, 0.0, ideal, 0.0, 0.0, iteration_based=job.iterations is not None, measured=True)
 
 
 def max_min_shares(flows: dict[str, tuple[int, ...]], capacity,

@@ -127,9 +127,9 @@ def usable_nodes(ctx, rec) -> np.ndarray:
     """Nodes that are up and have the GPU type the job asks for (bool mask over all nodes)."""
     cluster = ctx.snap.cluster
     ok = ctx.snap.up.copy()
-    if rec.spec.gpu_type is not None:
-        types = cluster.gpu_types
-        ok &= cluster.node_gpu_type == (types.index(rec.spec.gpu_type) if rec.spec.gpu_type in types else -1)
+    mask = cluster.type_mask(rec.spec)
+    if mask is not None:
+        ok &= mask
     return ok
 
 

@@ -367,8 +367,8 @@ class GandivaTimeslice(Action):
                     home, size, holder = tuple(sorted(opt.placed.values(), key=lambda tp: tp.task)), 1, opt
                 if size >= self.max_load:
                     continue
-                if rec.spec.gpu_type is not None and any(
-                        cluster.nodes[tp.node].gpu_type != rec.spec.gpu_type for tp in home if tp.gpu_ids):
+                mask = cluster.type_mask(rec.spec)
+                if mask is not None and any(not mask[tp.node] for tp in home if tp.gpu_ids):
                     continue
                 free = txn.free.copy()
                 for tp in holder.placed.values():

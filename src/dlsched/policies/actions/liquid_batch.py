@@ -106,9 +106,9 @@ class _Batch:
             job_of.extend([j] * len(new))
             self.start.append(len(tasks))
             ok = ctx.snap.up.copy()
-            if rec.spec.gpu_type is not None:
-                want = cl.gpu_types.index(rec.spec.gpu_type) if rec.spec.gpu_type in cl.gpu_types else -1
-                ok &= cl.node_gpu_type == want
+            mask = cl.type_mask(rec.spec)
+            if mask is not None:
+                ok &= mask
             self.allowed[j] = ok
             held_node.extend(tp.node for tp in held)
             held_job.extend([j] * len(held))

@@ -26,21 +26,22 @@ class FitsFilter(Timeless, Filter):
         """A job that asks for a GPU type no node has, a task larger than every node of its
         type, or a DL job (a gang) larger than all of them: it would wait forever (and hold a
         FIFO queue behind it)."""
-        if job.gpu_type is None:
+        mask = cluster.type_mask(job)
+        if mask is None:
             return ""
-        types = cluster.gpu_types
-        if job.gpu_type not in types:
-            have = ", ".join(t for t in types if t != "none") or "none"
-            return f"no node has {job.gpu_type} GPUs (the cluster has {have})"
-        cap = cluster.capacity[cluster.node_gpu_type == types.index(job.gpu_type)]
+        what = job.gpu_type or " or ".join(job.gpu_types or ())
+        if not mask.any():
+            have = ", ".join(t for t in cluster.gpu_types if t != "none") or "none"
+            return f"no node has {what or 'usable'} GPUs (the cluster has {have})"
+        cap = cluster.capacity[mask]
         need = 0.0
         for t in job.tasks:
             v = t.vector
             if not (cap >= v - _EPS).all(axis=1).any():
-                return f"a task is larger than any {job.gpu_type} node"
+                return f"a task is larger than any {what} node"
             need = need + v
         if job.kind == "dl" and (need > cap.sum(axis=0) + _EPS).any():
-            return f"the job needs more than all the {job.gpu_type} nodes together"
+            return f"the job needs more than all the {what} nodes together"
         return ""
 
     def filter(self, ctx, job, task, free) -> NodeMask:
@@ -58,10 +59,9 @@ class FitsFilter(Timeless, Filter):
             ok = up.copy()
         else:
             ok &= up
-        if job.gpu_type is not None:
-            cl = ctx.snap.cluster
-            want = cl.gpu_types.index(job.gpu_type) if job.gpu_type in cl.gpu_types else -1
-            ok &= cl.node_gpu_type == want
+        mask = ctx.snap.cluster.type_mask(job)
+        if mask is not None:
+            ok &= mask
         if ok.any():
             return NodeMask(ok)
         return NodeMask(ok, why_not(ctx, job, task, free))
@@ -78,11 +78,12 @@ def why_not(ctx, job, task, free) -> str:
     free block of a resource no node has enough of, or the resources no node has together."""
     cl = ctx.snap.cluster
     on = ctx.snap.up.copy()
-    if job.gpu_type is not None:
-        want = cl.gpu_types.index(job.gpu_type) if job.gpu_type in cl.gpu_types else -1
-        on &= cl.node_gpu_type == want
+    mask = cl.type_mask(job)
+    if mask is not None:
+        on &= mask
     if not on.any():
-        return f"no {job.gpu_type} node is up" if job.gpu_type else "no node is up"
+        what = job.gpu_type or " or ".join(job.gpu_types or ())
+        return f"no {what} node is up" if what else "no node is up"
     demand = task.vector
     for r in task.dims:
         most = float(free[on, r].max())
