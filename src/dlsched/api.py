@@ -62,6 +62,7 @@ def with_throughputs(ref, speed: SpeedParams | None, jobs: list[JobSpec]) -> tup
     table has (a job with no such type is rejected at arrival: no node of its types)."""
     import dataclasses
 
+    from dlsched.workload.speed import table_rate
     from dlsched.workload.throughputs import ThroughputTable, load_throughputs
     table = ref if isinstance(ref, ThroughputTable) else load_throughputs(ref)
     speed = dataclasses.replace(speed or SpeedParams(), throughputs=table)
@@ -75,10 +76,28 @@ def with_throughputs(ref, speed: SpeedParams | None, jobs: list[JobSpec]) -> tup
         key = (j.model, g)
         allowed = kept.get(key)
         if allowed is None:
-            counts = [c for c in table.gpu_counts(j.model) if c <= g]
-            allowed = kept[key] = tuple(t for t in types if any(table.steps_per_s(j.model, c, t) for c in counts))
+            # the types it runs on at a speed above 0 (Gavel's table has 0.0 where a job does not fit)
+            allowed = kept[key] = tuple(t for t in types if (table_rate(table, j.model, g, t) or 0.0) > 0)
         out.append(dataclasses.replace(j, gpu_types=allowed))
     return speed, out
+
+
+def check_work(jobs: list[JobSpec], speed: SpeedParams | None) -> None:
+    """Every job given in iterations has a model the speed model knows (the zoo, or the run's
+    throughput table): otherwise its iterations have no duration. One DlschedError naming the
+    first such job."""
+    from dlsched.core.errors import DlschedError
+    speed = speed or SpeedParams()
+    known: dict = {}
+    for j in jobs:
+        if j.iterations is None or j.kind != "dl":
+            continue
+        ok = known.get(j.model)
+        if ok is None:
+            ok = known[j.model] = speed.knows(j.model)
+        if not ok:
+            raise DlschedError(f"job {j.job_id}: its {j.iterations:g} iterations need a model the speed model knows; "
+                               f"{j.model!r} is in neither the model zoo nor a throughput table (--throughputs)")
 
 
 def simulate(cluster: str | Path | Cluster, workload: str | Path | list[JobSpec], policy: str = "fifo", *,
@@ -103,6 +122,7 @@ def simulate(cluster: str | Path | Cluster, workload: str | Path | list[JobSpec]
         jobs, wname = load_workload(workload, format=workload_format, seed=seed), Path(str(workload)).name
     if throughputs is not None:
         speed, jobs = with_throughputs(throughputs, speed, jobs)
+    check_work(jobs, speed)
     settings = load_policy_config(policy_config).get(policy, {})
     profile = build_profile(policy, settings)
     backend = SimBackend(cl, jobs, speed=speed, restart_delay_s=restart_delay_s, node_events=node_events,

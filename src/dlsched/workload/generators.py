@@ -1,11 +1,11 @@
 """Synthetic workload generators, deterministic from a seed.
 
 Every generator is a function `(seed: int, **params) -> list[JobSpec]` registered in
-GENERATORS; it draws from `numpy.random.default_rng(seed)` only, so the same seed and
-parameters give the same jobs. A workload reference names a generator and may carry
-parameters: `poisson`, `poisson:jobs=200,rate=0.02`, `seed000:jobs=10`. Values parse as int,
-then float, else stay strings; each generator checks its parameters (unknown name or bad value
--> DlschedError naming the parameter).
+GENERATORS; it draws from `numpy.random.default_rng(seed)` only (`gavel`: from Gavel's own
+`random.Random` streams), so the same seed and parameters give the same jobs. A workload
+reference names a generator and may carry parameters: `poisson`, `poisson:jobs=200,rate=0.02`,
+`seed000:jobs=10`. Values parse as int, then float, else stay strings; each generator checks its
+parameters (unknown name or bad value -> DlschedError naming the parameter).
 
 Jobs are built through the common schema (`schema.job_from_row`), so every generated workload
 can be saved and loaded back unchanged.
@@ -46,6 +46,11 @@ seed001   jobs=30, rate=1/240 (jobs/s)
     chooses its own. Work: iterations for 1-4 hours (log-uniform) at the requested size alone on
     the `seed001` cluster, workers and PS spread evenly over the fewest servers (Optimus's
     placement principle), by the speed model. Training is synchronous (the simulator's).
+
+gavel     rate (jobs/h, required), jobs=1000, multi_gpu=0, priorities=0, slos=0
+    Gavel's own generator (stanford-futuredata/gavel), draw for draw: with the same seed, the
+    same jobs as Gavel's simulator generates, with Python's `random.Random` streams seeded as
+    Gavel seeds them (not numpy); mapping and differences in `gavel_gen.py`.
 
 sample    jobs=60, span_s=7200
     A small demo workload for the `seed002` cluster (2 x 4 V100 + 2 x 2 V100): DL jobs over
@@ -377,6 +382,13 @@ def _seed001_iter_s(job: JobSpec) -> float:
 _SEED001_SPEED = None
 
 
+def gen_gavel(seed: int = 0, **params: Any) -> list[JobSpec]:
+    """Gavel's own job generator, draw for draw (`gavel_gen.py`; imported here, as it imports
+    this module's parameter checks)."""
+    from dlsched.workload.gavel_gen import gen_gavel as gen
+    return gen(seed, **params)
+
+
 GENERATORS: dict[str, Generator] = {
     "seed001": gen_seed001,
     "seed000": gen_seed000,
@@ -384,6 +396,7 @@ GENERATORS: dict[str, Generator] = {
     "poisson": gen_poisson,
     "sample": gen_sample,
     "liquid": gen_liquid,
+    "gavel": gen_gavel,
 }
 
 

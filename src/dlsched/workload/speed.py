@@ -354,14 +354,14 @@ class SpeedModel:
         return prof.iter_time(shares)
 
 
-def _table_rate(table, model: str, gpus: int, gpu_type: str) -> float | None:
+def table_rate(table, model: str, gpus: int, gpu_type: str) -> float | None:
     """Steps/s at `gpus` on `gpu_type`; a count the table lacks runs at the largest count below
     it that the table has (a resize to 3 GPUs where it knows 1, 2 and 4 runs as 2)."""
     r = table.steps_per_s(model, gpus, gpu_type)
     if r is None:
         below = [c for c in table.gpu_counts(model) if c < gpus]
         r = table.steps_per_s(model, max(below), gpu_type) if below else None
-    return r
+    return r if r is not None and r > 0 else None        # 0 steps/s: the job cannot run there
 
 
 def table_profile(table, cluster: Cluster, job: JobSpec, placements, tasks) -> JobComm:
@@ -373,12 +373,12 @@ def table_profile(table, cluster: Cluster, job: JobSpec, placements, tasks) -> J
     nodes = cluster.nodes
     workers = [p for p in placements if tasks[p.task].role is Role.WORKER] or list(placements)
     gpus = max(int(round(sum(max(tasks[p.task].demand[GPU], 0.0) for p in workers))), 1)
-    rates = [_table_rate(table, job.model, gpus, t) for t in {nodes[p.node].gpu_type for p in workers}]
+    rates = [table_rate(table, job.model, gpus, t) for t in {nodes[p.node].gpu_type for p in workers}]
     step = min((r for r in rates if r is not None), default=0.0) if None not in rates else 0.0
     t = 1.0 / step if step > 0 else math.inf
     n0 = max(int(round(sum(max(w.demand[GPU], 0.0) for w in job.tasks if w.role is Role.WORKER))), 1)
     ref = table.reference
-    r0 = _table_rate(table, job.model, n0, ref) if ref is not None else None
+    r0 = table_rate(table, job.model, n0, ref) if ref is not None else None
     ideal = 1.0 / r0 if r0 else (t if math.isfinite(t) else 1.0)
     return JobComm(t, 0.0, {}, 0.0, ideal, 0.0, 0.0, iteration_based=job.iterations is not None, measured=True)
 

@@ -62,7 +62,7 @@ def _gpu(name: str) -> str:
 class ThroughputTable:
     """Steps/s per (job type, GPUs, GPU type) alone, and per pair sharing a GPU."""
 
-    __slots__ = ("_alone", "_counts", "_gpu_types", "_pairs", "name", "reference")
+    __slots__ = ("_alone", "_canon", "_counts", "_gpu_types", "_pairs", "name", "reference")
 
     def __init__(self, name: str, reference: str | None,
                  alone: dict[tuple[str, int, str], float],
@@ -74,6 +74,12 @@ class ThroughputTable:
             counts.setdefault(key[0], set()).add(key[1])
         self._gpu_types = sorted({key[-1] for key in (*self._alone, *self._pairs)})
         self._counts = {j: sorted(c) for j, c in counts.items()}
+        # job types are matched case-insensitively on a miss (the common schema lower-cases a
+        # workload's model names: "resnet-50 (batch size 64)" is Gavel's "ResNet-50 (batch size 64)")
+        self._canon = {j.lower(): j for j in self._counts}
+
+    def _job(self, job_type: str) -> str:
+        return job_type if job_type in self._counts else self._canon.get(str(job_type).lower(), job_type)
 
     @classmethod
     def load(cls, ref: str | Path) -> ThroughputTable:
@@ -93,19 +99,19 @@ class ThroughputTable:
     def steps_per_s(self, job_type: str, gpus: int, gpu_type: str) -> float | None:
         """Steps/s of the whole job alone on `gpus` GPUs of `gpu_type`; None: no entry."""
         v = self._alone.get((job_type, gpus, gpu_type))
-        if v is None and gpu_type != (g := _gpu(gpu_type)):
-            return self._alone.get((job_type, gpus, g))
+        if v is None:
+            return self._alone.get((self._job(job_type), gpus, _gpu(gpu_type)))
         return v
 
     def pair(self, job_type: str, gpus: int, other: str, gpu_type: str) -> tuple[float, float] | None:
         """(self, other) steps/s of `job_type` sharing its GPUs with `other` (same GPU count)."""
         v = self._pairs.get((job_type, gpus, other, gpu_type))
-        if v is None and gpu_type != (g := _gpu(gpu_type)):
-            return self._pairs.get((job_type, gpus, other, g))
+        if v is None:
+            return self._pairs.get((self._job(job_type), gpus, self._job(other), _gpu(gpu_type)))
         return v
 
-    def has(self, job_type: str) -> bool:
-        return job_type in self._counts
+    def has(self, job_type: str | None) -> bool:
+        return job_type is not None and (job_type in self._counts or str(job_type).lower() in self._canon)
 
     def job_types(self) -> list[str]:
         return sorted(self._counts)
@@ -114,7 +120,7 @@ class ThroughputTable:
         return list(self._gpu_types)
 
     def gpu_counts(self, job_type: str) -> list[int]:
-        return list(self._counts.get(job_type, ()))
+        return list(self._counts.get(self._job(job_type), ()))
 
     def __repr__(self) -> str:
         return f"ThroughputTable({self.name!r}, reference={self.reference!r}, gpu types {self._gpu_types})"
