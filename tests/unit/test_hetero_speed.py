@@ -24,6 +24,8 @@ fast-on-v,1,K80,1
 fast-on-v,2,V100,18
 fast-on-v,2,P100,7
 k80-only,1,K80,2
+zero-on-v,1,V100,0
+zero-on-v,1,K80,1
 nowhere,1,A100,5
 """
 
@@ -121,3 +123,16 @@ def test_the_bundled_gavel_table_runs_a_gavel_trace(tmp_path):
                         "--throughputs", str(bad), "--out", str(tmp_path / "o2")], capture_output=True, text=True)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "bad.csv, line 2" in r.stderr, r.stderr
     assert not (tmp_path / "o2").exists()
+
+
+def test_zero_steps_per_s_means_the_job_cannot_run_there(table):
+    t = run("gavel-1:0:1", [job("z", "zero-on-v", steps=10)], table)
+    assert t.loc["z", "gpu_type_run"] == "K80" and t.loc["z", "run_s"] == pytest.approx(10.0)
+
+
+def test_iterations_of_a_model_nobody_knows_are_refused(table):
+    with pytest.raises(DlschedError, match="job q: its 10 iterations need a model the speed model knows"):
+        dlsched.simulate("gavel-1:0:1", [job("q", "fast-on-v", steps=10)], "fifo")
+    # with the table that knows it, the same job runs; the model's case does not matter
+    t = run("gavel-1:0:1", [job("q", "FAST-ON-V", steps=10)], table)
+    assert t.loc["q", "run_s"] == pytest.approx(1.0)
