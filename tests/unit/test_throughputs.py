@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -217,3 +218,26 @@ def test_missing_file_and_unknown_name(tmp_path):
             load_throughputs(ref)
         _one_line(err, ref, "no such file")
         assert "gavel, pollux-t4" in str(err.value)
+
+
+def test_workload_describe_reads_a_table(tmp_path):
+    """`dlsched workload describe` on Gavel's table: its types and counts, and the spread of
+    speeds across job types (research/hetero-adaptive.md: V100/K80 0.66 / 4.05 / 11.63,
+    P100/K80 1.49 / 3.32 / 8.72 over the 26 single-GPU types), computed from the file."""
+    import json
+    import subprocess
+    import sys
+    src = Path(__file__).resolve().parents[2] / "src" / "dlsched" / "data" / "gavel" / "simulation_throughputs.json.gz"
+    r = subprocess.run([sys.executable, "-m", "dlsched.cli.main", "workload", "describe", str(src), "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["kind"] == "throughput table" and d["gpu_types"] == ["K80", "P100", "V100"]
+    assert d["job_types"] == 26 and d["job_types_per_gpu_count"] == {"1": 26, "2": 19, "4": 19, "8": 19}
+    assert d["V100 / K80 speed at 1 GPU (min, median, max)"] == [0.66, 4.05, 11.63]
+    assert d["P100 / K80 speed at 1 GPU (min, median, max)"] == [1.49, 3.32, 8.72]
+    bad = tmp_path / "t.csv"
+    bad.write_text("job_type,gpus,gpu_type,steps_per_s\nx,one,V100,1\n")
+    r = subprocess.run([sys.executable, "-m", "dlsched.cli.main", "workload", "describe", str(bad)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "t.csv, line 2" in r.stderr, r.stderr

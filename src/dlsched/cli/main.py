@@ -410,9 +410,10 @@ def wl_describe(
     fmt: Optional[str] = typer.Option(None, "--format"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ):
-    """Counts, GPU mix, time span and models of a workload."""
+    """Counts, GPU mix, time span and models of a workload (or the contents of a throughput table)."""
+    from dlsched.cli.speed import describe_table
     from dlsched.workload.io import describe_workload, load_workload
-    d = describe_workload(load_workload(src, format=fmt))
+    d = (describe_table(src) if fmt is None else None) or describe_workload(load_workload(src, format=fmt))
     if as_json:
         typer.echo(json.dumps(d, indent=2, default=str))
         return
