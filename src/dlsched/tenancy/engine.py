@@ -361,15 +361,24 @@ class Tenancy:
         self.lanes = lanes
         heads = {leaf: 0 for leaf in lanes}
         order = self.mode.queue_order
+        # a local order's key of a leaf's head changes only with that leaf: kept until the leaf
+        # moves on or victims change other leaves (keys are unique: they end with the job id)
+        keys: dict | None = {} if order.local else None
         penalties = []
         while heads:
             best = None
             for leaf, i in heads.items():
-                rec = lanes[leaf][i]
-                k = order.key(view, leaf, rec, self.request(rec))
-                if best is None or k < best[0]:
-                    best = (k, leaf, rec)
+                got = keys.get(leaf) if keys is not None else None
+                if got is None:
+                    rec = lanes[leaf][i]
+                    got = (order.key(view, leaf, rec, self.request(rec)), rec)
+                    if keys is not None:
+                        keys[leaf] = got
+                if best is None or got[0] < best[0]:
+                    best = (got[0], leaf, got[1])
             _, leaf, rec = best
+            if keys is not None:
+                keys.pop(leaf, None)
             req = self.request(rec)
             why = self._lender_blocks(view, leaf, req) or view.fits(leaf, rec, req)
             if why:
@@ -382,6 +391,8 @@ class Tenancy:
                         book.add(self.leaf_of(v), self.request(v), -1.0)
                         self.accounts.preempted(self.leaf_of(v), reason)
                     view._victims.drop([v for v, _ in chosen])
+                    if keys is not None:
+                        keys.clear()              # other leaves' usage changed
                     why = view.fits(leaf, rec, req)
             if why:
                 rec.why = why

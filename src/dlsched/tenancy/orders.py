@@ -42,6 +42,7 @@ def within_nominal(view, leaf: str, req: dict[str, float]) -> bool:
 @register("queue_order", "kueue", source="Kueue cluster_queue.md (PrioritySortingWithinCohort)")
 class KueueOrder(QueueOrder):
     """Heads within nominal first, then higher priority, then earlier submission."""
+    local = True
 
     def __init__(self) -> None:
         pass
@@ -85,6 +86,7 @@ class DrsOrder(QueueOrder):
 @register("queue_order", "usage", source="Kueue KEP-4136 admission fair sharing; Volcano fairshare plugin")
 class UsageOrder(QueueOrder):
     """The lowest decayed usage over weight."""
+    local = True
 
     def __init__(self) -> None:
         pass
@@ -98,6 +100,7 @@ class UsageOrder(QueueOrder):
 @register("queue_order", "kai", source="NVIDIA KAI-Scheduler proportion/queue_order/queue_order.go")
 class KaiOrder(QueueOrder):
     """KAI's chain: under fair share, within quota, queue priority, dominant share, time."""
+    local = True
 
     def __init__(self) -> None:
         pass
@@ -117,6 +120,7 @@ class KaiOrder(QueueOrder):
 @register("queue_order", "volcano", source="volcano-sh/volcano pkg/scheduler/plugins/proportion (QueueOrderFn)")
 class VolcanoOrder(QueueOrder):
     """Higher queue priority, then the lower share of the deserved."""
+    local = True
 
     def __init__(self) -> None:
         pass
@@ -171,6 +175,7 @@ def _usage(view, node: str) -> float:
 @register("queue_order", "fairtree", source="Slurm doc/html/fair_tree.shtml")
 class FairTreeOrder(QueueOrder):
     """Slurm's Fair Tree rank from decayed usage and shares."""
+    local = True
 
     def __init__(self) -> None:
         pass

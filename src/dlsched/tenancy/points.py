@@ -30,7 +30,7 @@ nothing but their own state, except where a hook says so.
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from dlsched.scheduler.framework import Component, declare
 
@@ -53,6 +53,10 @@ class Entitlement(Component, Protocol):
 
 class QueueOrder(Component, Protocol):
     """Which queue's head goes next in the walk."""
+    #: the key of a leaf's head depends only on that leaf's own usage, the job and what is fixed
+    #: for the round (entitlements, the ledger, view.cache): the walk then asks again only when
+    #: that leaf changed (benchmarks/bench_tenancy.py), not after every admission anywhere
+    local: ClassVar[bool] = False
 
     def key(self, view, leaf: str, job, req: dict[str, float]) -> tuple:
         """The sort key of `job`, the head of `leaf` (its queue's own order is the profile's):
