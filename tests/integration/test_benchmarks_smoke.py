@@ -59,6 +59,9 @@ SMOKE: dict[str, Smoke] = {
     # fifo on the first 800 jobs of the per-VC Philly replay against the bare loop
     "bench_tenancy.py": Smoke(("--limit", "800", "--policies", "fifo", "--limit-s", "120"),
                               r"\| fifo \| [\d.]+ \| \d+x \| [\d,]+ \|", block="tenancy"),
+    # two max-min solves (agnostic and _perf) on 20 jobs
+    "bench_hetero.py": Smoke(("--jobs", "20", "--policies", "max_min_fairness", "max_min_fairness_perf"),
+                             r"\| max_min_fairness_perf \| [\d.]+ \|", block="hetero"),
     "bench_round.py": Smoke(("--tasks", "300", "--nodes", "50"),
                             r"tetris: [\d,]+ of 300 tasks placed on 50 nodes in [\d.]+ s", block="round"),
     # one Optimus round of 20 jobs, then Pollux workload-6 end to end (tiresias, optimus: seconds)

@@ -25,36 +25,9 @@ from dlsched.scheduler.context import _SETTLED
 from dlsched.tenancy.accounts import Accounts
 from dlsched.tenancy.book import Book, request_of
 from dlsched.tenancy.modes import Mode
-from dlsched.tenancy.tree import DEFAULT_QUEUE, ROOT, QueueNode, QueueTree
+from dlsched.tenancy.tree import DEFAULT_QUEUE, ROOT, QueueTree, line_of, with_default  # noqa: F401 (with_default: the runtime imports it from here)
 
 _EPS = 1e-9
-
-
-def with_default(tree: QueueTree) -> QueueTree:
-    """The tree with a `default` leaf (no quota: it runs on what others lend) when it has none:
-    where jobs that name no queue go."""
-    if DEFAULT_QUEUE in tree.nodes:
-        return tree
-    nodes = {**tree.nodes, DEFAULT_QUEUE: QueueNode(DEFAULT_QUEUE)}
-    children = {k: list(v) for k, v in tree.children.items()}
-    children.setdefault(ROOT, []).append(DEFAULT_QUEUE)
-    return QueueTree(nodes, children, tree.file, dict(tree.settings))
-
-
-def _line_of(file: str | None, job_id: str) -> int | None:
-    """The line of a text workload file (CSV, JSON lines) that starts the row of `job_id`."""
-    import re
-    if not file or file.endswith((".parquet", ".gz")):
-        return None
-    try:
-        with open(file, encoding="utf-8", errors="replace") as fh:
-            pat = re.compile(rf'(^|[,{{"\s]){re.escape(job_id)}([",\s]|$)')
-            for n, text in enumerate(fh, 1):
-                if pat.search(text):
-                    return n
-    except OSError:
-        return None
-    return None
 
 
 class View:
@@ -219,7 +192,7 @@ class Tenancy:
             q = job.queue
             if q is not None and q not in leaves:
                 what = "an inner queue (only leaves hold jobs)" if q in self.tree.nodes else "an unknown queue"
-                line = _line_of(file, job.job_id)
+                line = line_of(file, job.job_id)
                 where = f"{file}, line {line}" if line else file
                 raise ConfigError("queue", f"job {job.job_id}: {q!r} is {what}; leaves: "
                                   f"{', '.join(sorted(leaves)[:12])}", file=where)

@@ -245,3 +245,30 @@ def load_queues(path: str | Path) -> QueueTree:
     if str(path) in BUNDLED and not Path(path).exists():
         path = Path(__file__).resolve().parent.parent / "data" / BUNDLED[str(path)]
     return tree_from_dict(read_yaml(path, "queue file"), file=str(path))
+
+
+def with_default(tree: QueueTree) -> QueueTree:
+    """The tree with a `default` leaf (no quota: it runs on what others lend) when it has none:
+    where jobs that name no queue go."""
+    if DEFAULT_QUEUE in tree.nodes:
+        return tree
+    nodes = {**tree.nodes, DEFAULT_QUEUE: QueueNode(DEFAULT_QUEUE)}
+    children = {k: list(v) for k, v in tree.children.items()}
+    children.setdefault(ROOT, []).append(DEFAULT_QUEUE)
+    return QueueTree(nodes, children, tree.file, dict(tree.settings))
+
+
+def line_of(file: str | None, job_id: str) -> int | None:
+    """The line of a text workload file (CSV, JSON lines) that starts the row of `job_id`."""
+    import re
+    if not file or file.endswith((".parquet", ".gz")):
+        return None
+    try:
+        with open(file, encoding="utf-8", errors="replace") as fh:
+            pat = re.compile(rf'(^|[,{{"\s]){re.escape(job_id)}([",\s]|$)')
+            for n, text in enumerate(fh, 1):
+                if pat.search(text):
+                    return n
+    except OSError:
+        return None
+    return None
