@@ -83,15 +83,15 @@ def with_throughputs(ref, speed: SpeedParams | None, jobs: list[JobSpec]) -> tup
 
 
 def check_work(jobs: list[JobSpec], speed: SpeedParams | None) -> None:
-    """Every job given in iterations has a model the speed model knows (the zoo, or the run's
-    throughput table): otherwise its iterations have no duration. One DlschedError naming the
-    first such job."""
+    """Every job given in iterations of a named model has one the speed model knows (the zoo, or
+    the run's throughput table): otherwise its iterations have no duration. One DlschedError
+    naming the first such job."""
     from dlsched.core.errors import DlschedError
     speed = speed or SpeedParams()
     known: dict = {}
     for j in jobs:
-        if j.iterations is None or j.kind != "dl":
-            continue
+        if j.iterations is None or j.kind != "dl" or j.model is None:
+            continue                  # (no model: the backend's own measure of a step, the runtime's)
         ok = known.get(j.model)
         if ok is None:
             ok = known[j.model] = speed.knows(j.model)
