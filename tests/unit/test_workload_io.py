@@ -182,12 +182,24 @@ def test_non_numeric_submit_time_names_file_line_field(tmp_path):
     ("j1,5,batch,1,,,10", "kind"),                   # unknown kind
     ("j1,5,dl,1,,,", "duration_s"),                  # a dl job without work
     ("j1,5,dl,1.5,,,10", "workers"),
-    ("j1,5,dl,1,nosuchmodel,100,", "model"),
 ])
 def test_malformed_schema_rows(tmp_path, row, field):
     err = _error(tmp_path, f"{HEADER}\nj0,0,dl,1,,,10\n{row}\n")
     assert (err.line, err.field) == (3, field)
     assert "bad.csv" in str(err) and "line 3" in str(err)
+
+
+def test_iterations_of_an_unknown_model_load_and_a_run_refuses_them(tmp_path):
+    """A model the zoo lacks may have iterations in a file (a throughput table may name it);
+    a run without such a table refuses the job in one line (dlsched.api.check_work)."""
+    import dlsched
+    from dlsched.core.errors import DlschedError
+    f = tmp_path / "w.csv"
+    f.write_text(f"{HEADER}\nj0,0,dl,1,,,10\nj1,5,dl,1,nosuchmodel,100,\n")
+    jobs = load_workload(f)
+    assert [j.model for j in jobs] == [None, "nosuchmodel"] and jobs[1].iterations == 100
+    with pytest.raises(DlschedError, match="job j1: its 100 iterations need a model the speed model knows"):
+        dlsched.simulate("seed002", jobs, "fifo")
 
 
 def test_unknown_column_in_schema_file(tmp_path):
