@@ -313,6 +313,11 @@ class ChaosCluster:
         return again, self._kill_survivors(procs)
 
     def add_node(self, args: dict) -> None:
+        # a node joining gives up on the GCS after about 20 s by default; on a loaded machine
+        # (CI: two suites on two cores) the head may be slower to answer right after a kill,
+        # and the re-add failed with "Failed to connect to GCS": wait up to 60 s (an operator's
+        # own setting wins)
+        os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "60")
         n = self.c.add_node(**args)
         self.nodes[self._name(n)] = n
 
