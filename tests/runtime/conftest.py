@@ -238,3 +238,13 @@ def team_queues_server(runtime) -> "ServerProc":
         qf.write_text(TEAM_QUEUES)
     return runtime.ensure("fifo", extra=["--queues", str(qf), "--tenancy", "kueue"])
 
+
+def wait_until(pred, what: str, timeout: float = 150.0):
+    """pred()'s first truthy value, polled every 0.5 s; AssertionError naming `what` after `timeout`."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        got = pred()
+        if got:
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")

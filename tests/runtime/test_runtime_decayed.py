@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from conftest import digits_spec
+from conftest import digits_spec, wait_until
 
 QUEUES = """\
 tenancy: {mode: slurm-fairtree}
@@ -20,16 +20,6 @@ queues:
 LONG = {"workers": 1, "iterations": 100000, "args": {"hidden": 32, "lr": 0.1, "seed": 0, "delay_s": 0.02}}
 
 
-def _wait(pred, what: str, timeout: float = 150.0):
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_the_queue_that_used_less_goes_first(runtime, tmp_path):
     qf = tmp_path / "fairtree.yaml"
     qf.write_text(QUEUES)
@@ -40,14 +30,14 @@ def test_the_queue_that_used_less_goes_first(runtime, tmp_path):
         # ua uses the whole cluster (8 GPUs) for a while: its decayed usage grows, ub's stays 0
         ua = [s.submit(digits_spec(name=f"ua{i}", queue="ua", **LONG)) for i in range(8)]
         jobs += ua
-        _wait(lambda: all(state(j) == "running" for j in ua), "ua's eight jobs to run")
+        wait_until(lambda: all(state(j) == "running" for j in ua), "ua's eight jobs to run")
         time.sleep(5)
         for j in ua[4:]:
             s.post(f"/jobs/{j}/cancel")
         # ub takes its 4; the cluster is full again, 4 and 4
         ub = [s.submit(digits_spec(name=f"ub{i}", queue="ub", **LONG)) for i in range(4)]
         jobs += ub
-        _wait(lambda: all(state(j) == "running" for j in ub), "ub's four jobs to run")
+        wait_until(lambda: all(state(j) == "running" for j in ub), "ub's four jobs to run")
         # ua asks first, ub after; then one GPU frees (one of ua's: ua's new job would be within
         # its nominal 4, ub's would borrow)
         late_a = s.submit(digits_spec(name="ua-late", queue="ua", **LONG))
@@ -56,7 +46,7 @@ def test_the_queue_that_used_less_goes_first(runtime, tmp_path):
         time.sleep(2)
         assert state(late_a) == "queued" and state(late_b) == "queued"
         s.post(f"/jobs/{ua[0]}/cancel")
-        _wait(lambda: state(late_b) in ("starting", "running"), "ub's later job to start")
+        wait_until(lambda: state(late_b) in ("starting", "running"), "ub's later job to start")
         assert state(late_a) == "queued"
         pending = s.get("/queues/ua/pending")["items"]
         assert [p["job_id"] for p in pending] == [late_a], pending

@@ -4,9 +4,8 @@ runtime subset): a queue that borrows a little takes a GPU from the queue that b
 runtime (counted from its placement, as the simulator does)."""
 from __future__ import annotations
 
-import time
 
-from conftest import digits_spec
+from conftest import digits_spec, wait_until
 
 QUEUES = """\
 tenancy: {mode: kueue-fair, reclaim_min_runtime_s: 15}
@@ -28,16 +27,6 @@ def _submit(s, name, queue) -> str:
     return s.submit(digits_spec(name=name, queue=queue, **ONE))     # (ServerProc.submit: 201 or fails)
 
 
-def _wait(pred, what: str, timeout: float = 150.0):
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_fair_share_preemption_after_the_minimum_runtime(runtime, tmp_path):
     qf = tmp_path / "fair.yaml"
     qf.write_text(QUEUES)
@@ -46,11 +35,11 @@ def test_fair_share_preemption_after_the_minimum_runtime(runtime, tmp_path):
     try:
         # fb borrows fc's idle 4 GPUs (6 of 8); fa holds its own 2
         jobs += [_submit(s, f"b{i}", "fb") for i in range(6)] + [_submit(s, f"a{i}", "fa") for i in range(2)]
-        _wait(lambda: all(s.get(f"/jobs/{j}")["state"] == "running" for j in jobs), "eight jobs to run")
+        wait_until(lambda: all(s.get(f"/jobs/{j}")["state"] == "running" for j in jobs), "eight jobs to run")
         # fa asks for one more: it would borrow 1 (share 125) against fb's 4 (500, 375 without a victim)
         new = _submit(s, "a2", "fa")
         jobs.append(new)
-        _wait(lambda: s.get(f"/jobs/{new}")["state"] in ("starting", "running"), "fa's third job to start")
+        wait_until(lambda: s.get(f"/jobs/{new}")["state"] in ("starting", "running"), "fa's third job to start")
         taken = {j: [e for e in s.get(f"/jobs/{j}/events") if e["kind"] == "preempted"] for j in jobs[:6]}
         taken = {j: ev for j, ev in taken.items() if ev}
         assert len(taken) == 1, taken

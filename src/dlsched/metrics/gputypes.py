@@ -2,7 +2,7 @@
 read from the event log's starts, so both backends' results have it."""
 from __future__ import annotations
 
-_STARTS = frozenset(("launch", "resume", "migrate", "resize"))
+from dlsched.metrics.result import _STARTS
 
 
 def types_run(log, cluster) -> dict[str, str]:

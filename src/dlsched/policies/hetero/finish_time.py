@@ -6,7 +6,7 @@ from the formula (notation: package docstring).
 subject to Gavel's base constraints. C_m is the time the steps done so far would have taken
 isolated (`HeteroJob.isolated_time_s`, kept by `advance_isolated_time`), tput_iso_m the job's
 throughput under `isolated` shares. The numerator is the job's finish time under X, the
-denominator under its 1/n share. w_m is not used (Gavel's TODO).
+denominator under its 1/n share. w_m is not used, as in Gavel's code.
 
 Solver: bisection on rho over LPs, exact to a relative 1e-6 (no cvxpy). The problem is
 quasi-convex: rho_m(X) <= rho  <=>  tput_m(X) >= r_m(rho) = R_m / (rho D_m - t_m) with
