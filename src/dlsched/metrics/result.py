@@ -416,6 +416,19 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
     else:
         tl = pd.DataFrame(timeline, columns=["time_s", "allocated_gpus", "effective_gpus", "partial_gpus",
                                              "running_jobs", "queued_jobs"])
+    rounds = rounds_df.wall_s.to_numpy(dtype=float)
+    summary = summarize(jobs, tl, rounds, total_gpus=total_gpus, effective_gpu_s=effective_gpu_s, policy=policy,
+                        cluster_name=cluster_name, workload_name=workload_name)
+    events = engine_log if getattr(engine_log, "compact", False) else list(engine_log)
+    return SimResult(policy, cluster_name, workload_name, total_gpus, jobs, summary, tl, rounds_df,
+                     events, decisions)
+
+
+def summarize(jobs, tl, rounds, *, total_gpus: int, effective_gpu_s: float | None = None, policy: str = "",
+              cluster_name: str = "", workload_name: str = "") -> dict:
+    """summary.json's figures from a run's jobs table, its utilisation samples (a DataFrame:
+    time_s, allocated_gpus, effective_gpus, partial_gpus, ...) and its rounds' wall seconds."""
+    n = len(jobs)
     done = jobs.loc[(jobs.state == "done").to_numpy(), ["jct_s", "finish_s", "wait_s"]]
     jct = done.jct_s.to_numpy(dtype=float)
     if n:
@@ -434,7 +447,6 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
         eff_s = effective_gpu_s
     partial_s = _integral(t, tl.partial_gpus.to_numpy(dtype=float), t0, max(t1, float(t[-1]) if len(t) else t1))
     with_deadline = jobs[jobs.deadline_s.notna()]
-    rounds = rounds_df.wall_s.to_numpy(dtype=float)
 
     def pct(q):
         return float(np.percentile(jct, q)) if len(jct) else None
@@ -479,6 +491,4 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
         "total_gpus": total,
     }
     summary = {k: _clean(v) for k, v in summary.items()}
-    events = engine_log if getattr(engine_log, "compact", False) else list(engine_log)
-    return SimResult(policy, cluster_name, workload_name, total, jobs, summary, tl, rounds_df,
-                     events, decisions)
+    return summary

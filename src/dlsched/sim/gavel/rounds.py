@@ -1,0 +1,386 @@
+"""Gavel's round mechanism (`--semantics gavel`): `Scheduler.simulate` of
+stanford-futuredata/gavel (`scheduler/scheduler.py`), written from its rules, not its code.
+
+- **Rounds.** Every job dispatched in a round runs `min(int(T * round_s), R)` steps (T its
+  steps/s on the round's type, R its remaining steps) and takes steps / T seconds; the round ends
+  when its last job does. Completions and arrivals are handled only at round ends: a job that
+  arrives mid-round waits for the round to end. With nothing running, time jumps to the next
+  arrival. There is no restart cost.
+- **Allocation.** The policy's X[combination][type] is recomputed only when the job set changed
+  (an arrival, a completion, a failed micro-task) **and** `min_reset_s` (1920 s) have passed since
+  the last reset, or no reset happened at a time > 0 yet. A job that arrived since then has no
+  X: it may take a slot in the greedy pass, but is not dispatched, and that slot idles.
+- **Priorities.** At a reset each combination's deficit grows by X * (time since the last
+  reset) minus the time it received, and every time received restarts at round_s / 2 (180 s).
+  Per type: fraction = the combination's time / the type's time; priority = X / fraction (X *
+  1e9 with fraction 0; 0 with X = 0, T = 0 or no X).
+- **Greedy pass.** Types V100, P100, K80 (then any others by name), shuffled each round by a
+  `random.Random(seed + 5)` unless the policy's label holds `Perf` or `Packing`; per type the
+  combinations by (priority, deficit, X) descending; each takes s GPUs of the type if no member
+  already runs, T > 0 and s fit (FIFO labels also skip priority 0).
+- **Leases.** A job keeps its previous GPUs when it stays on their type and they are free (Gavel's
+  lease extension); placement is by decreasing scale factor, otherwise lowest GPU ids first.
+- **Failures.** A micro-task of 0 steps fails; after 5 failures in a row the job is dropped.
+- **JCT** = the end of the job's last micro-task - its arrival.
+
+Combinations are singles, and with a packing policy every pair of active jobs of equal scale
+factor (Gavel's `_populate_job_combination_metadata`), pairs running at the table's pair speeds.
+"""
+from __future__ import annotations
+
+import random
+import time as _time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from dlsched.core.errors import DlschedError
+from dlsched.core.types import JobSpec
+from dlsched.policies.hetero.common import HeteroJob
+from dlsched.sim.gavel.policies import Combo, GavelPolicy
+
+ROUND_S = 360.0
+MIN_RESET_S = 1920.0
+MAX_FAILED_ATTEMPTS = 5
+GAVEL_TYPE_ORDER = ("V100", "P100", "K80")
+
+
+@dataclass(eq=False)
+class _Job:
+    spec: JobSpec
+    idx: int
+    job_type: str
+    sf: int
+    total: float
+    arrival: float
+    weight: float
+    done: float = 0.0
+    first_start: float | None = None
+    last_ts: float | None = None
+    finish: float | None = None
+    failures: int = 0
+    failed: bool = False
+    rounds: int = 0
+    suspends: int = 0
+    gpu_s: float = 0.0
+    types: dict = field(default_factory=dict)       # GPU type -> seconds run on it
+    ran_last: bool = False
+
+    @property
+    def remaining(self) -> float:
+        return self.total - self.done
+
+
+@dataclass
+class GavelRun:
+    """What one run leaves: the jobs, a row per round and the counters."""
+    jobs: list[_Job]
+    rounds: list[tuple]          # (start_s, end_s, busy GPUs, running jobs, queued jobs, wall_s)
+    gpus: dict[str, int]
+    resets: int = 0
+    lease_extensions: int = 0
+    lease_opportunities: int = 0
+    end_s: float = 0.0
+
+
+def _type_order(types: Sequence[str]) -> list[str]:
+    known = [t for t in GAVEL_TYPE_ORDER if t in types]
+    return known + sorted(t for t in types if t not in GAVEL_TYPE_ORDER)
+
+
+class GavelRounds:
+    """One run of the round mechanism over `jobs` (arrival order) on `gpus` per type."""
+
+    def __init__(self, jobs: Sequence[JobSpec], gpus: dict[str, int], table, policy: GavelPolicy, *, seed: int = 0,
+                 round_s: float = ROUND_S, min_reset_s: float = MIN_RESET_S,
+                 window: tuple[int, int] | None = None, progress: Callable[[float, int], None] | None = None):
+        self.table, self.policy, self.round_s, self.min_reset_s = table, policy, round_s, min_reset_s
+        self.gpus = {t: n for t, n in gpus.items() if n > 0}
+        self.order = _type_order(list(self.gpus))
+        self.alloc_fn = policy.make(seed)
+        self.shuffler = random.Random(seed + 5)
+        self.window, self.progress = window, progress
+        self.queue = [_Job(s, i, s.model, len(s.tasks), float(s.iterations), float(s.submit_time_s), float(s.priority or 1))
+                      for i, s in enumerate(jobs)]
+        for a, b in zip(self.queue, self.queue[1:]):
+            if b.arrival < a.arrival:
+                raise DlschedError(f"job {b.spec.job_id}: arrivals must not decrease (Gavel's traces are in arrival order)")
+        self._speed: dict[tuple, tuple[float, ...]] = {}
+        for j in self.queue:
+            if not any(n >= j.sf and (table.steps_per_s(j.job_type, j.sf, t) or 0.0) > 0 for t, n in self.gpus.items()):
+                raise DlschedError(f"job {j.spec.job_id} ({j.job_type}, {j.sf} GPUs) can run on no GPU type of this "
+                                   f"cluster ({', '.join(f'{n} {t}' for t, n in self.gpus.items())}): the throughput "
+                                   f"table {getattr(table, 'name', '')!r} has no speed for it on a type with {j.sf} GPUs")
+        # state of the mechanism (names as in Gavel's Scheduler)
+        self.active: dict[str, _Job] = {}
+        self.time_so_far: dict[Combo, dict[str, float]] = {}
+        self.priorities: dict[str, dict[Combo, float]] = {t: {} for t in self.order}
+        self.deficits: dict[str, dict[Combo, float]] = {t: {} for t in self.order}
+        self.worker_time = {t: 0.0 for t in self.order}
+        self.allocation: dict[Combo, dict[str, float]] = {}
+        self.need_update = False
+        self.last_reset = 0.0
+        self.now = 0.0
+        self.assignment: dict[Combo, tuple[str, tuple[int, ...]]] = {}
+
+    # -- speeds ---------------------------------------------------------------------------------
+    def speed(self, combo: Combo, t: str) -> tuple[float, ...]:
+        """Steps/s of each member of `combo` on type t (0 where the table has none)."""
+        key = (tuple(self.active[j].job_type for j in combo), self.active[combo[0]].sf, t)
+        v = self._speed.get(key)
+        if v is None:
+            jt, sf = key[0], key[1]
+            if len(combo) == 1:
+                v = (self.table.steps_per_s(jt[0], sf, t) or 0.0,)
+            else:
+                v = tuple(self.table.pair(jt[0], sf, jt[1], t) or (0.0, 0.0))
+            self._speed[key] = v
+        return v
+
+    # -- the job set ----------------------------------------------------------------------------
+    def _add(self, job: _Job) -> None:
+        jid = job.spec.job_id
+        half = self.round_s / 2.0
+        self.active[jid] = job
+        self.time_so_far[(jid,)] = {t: half for t in self.order}
+        new = [(jid,)]
+        if self.policy.packing:
+            for other in self.active.values():
+                if other is not job and other.sf == job.sf:
+                    pair = (other.spec.job_id, jid)          # the older job first, as Gavel orders ids
+                    self.time_so_far[pair] = {t: 0.0 for t in self.order}
+                    new.append(pair)
+        for t in self.order:
+            for c in new:
+                self.priorities[t][c] = 0.0
+                self.deficits[t][c] = 0.0
+        self.need_update = True
+
+    def _remove(self, jid: str) -> None:
+        del self.active[jid]
+        for c in [c for c in self.time_so_far if jid in c]:
+            del self.time_so_far[c]
+        for t in self.order:
+            for c in [c for c in self.priorities[t] if jid in c]:
+                del self.priorities[t][c]
+                self.deficits[t].pop(c, None)
+        self.need_update = True
+
+    # -- allocation and priorities --------------------------------------------------------------
+    def _hetero_jobs(self) -> list[HeteroJob]:
+        out = []
+        for j in self.active.values():
+            deadline = j.spec.deadline_s
+            left = None if deadline is None or deadline <= self.now else deadline - self.now
+            out.append(HeteroJob(j.spec.job_id, j.job_type, j.sf, j.weight, max(j.remaining, 0.0),
+                                 max(self.now - j.arrival, 0.0), deadline_in_s=left, entity=j.spec.user))
+        return out
+
+    def _reset(self) -> None:
+        elapsed = self.now - self.last_reset
+        half = self.round_s / 2.0
+        for t in self.order:
+            self.worker_time[t] = 0.0
+            for c, times in self.time_so_far.items():
+                received = times[t] - half
+                should = self.allocation[c][t] * elapsed if c in self.allocation else 0.0
+                self.deficits[t][c] = self.deficits[t].get(c, 0.0) + should - received
+                times[t] = half
+                self.worker_time[t] += half
+        self.last_reset = self.now
+
+    def _update_priorities(self) -> float:
+        wall = 0.0
+        due = self.now - self.last_reset >= self.min_reset_s or self.last_reset == 0
+        if self.need_update and due:
+            self._reset()
+            t0 = _time.perf_counter()
+            jobs = self._hetero_jobs()
+            alloc = self.alloc_fn(jobs, dict(self.gpus), self.table, self.now)
+            wall = _time.perf_counter() - t0
+            self.allocation = {c: {t: float(row.get(t, 0.0)) for t in self.order} for c, row in alloc.items()
+                               if all(j in self.active for j in c)}
+            self.need_update = False
+            self.resets += 1
+        for t in self.order:
+            wt = self.worker_time[t]
+            prio = self.priorities[t]
+            for c in prio:
+                x = self.allocation.get(c)
+                if x is None or x[t] == 0.0:
+                    prio[c] = 0.0
+                    continue
+                if min(self.speed(c, t)) == 0.0:
+                    prio[c] = 0.0
+                    continue
+                frac = self.time_so_far[c][t] / wt if wt != 0.0 else 0.0
+                prio[c] = x[t] / frac if frac > 0.0 else x[t] * 1e9
+        return wall
+
+    # -- one round ------------------------------------------------------------------------------
+    def _greedy(self) -> dict[str, list[tuple[Combo, int]]]:
+        order = list(self.order)
+        if self.policy.shuffles_types:
+            self.shuffler.shuffle(order)
+        left = dict(self.gpus)
+        taken: set[str] = set()
+        out: dict[str, list[tuple[Combo, int]]] = {t: [] for t in order}
+        entries = []
+        for t in order:
+            prio, deficit = self.priorities[t], self.deficits[t]
+            rows = [(c, prio[c], deficit[c], self.allocation[c][t] if c in self.allocation else 0.0) for c in prio]
+            rows.sort(key=lambda r: (r[1], r[2], r[3]), reverse=True)
+            entries.extend((t, r) for r in rows)
+        fifo = self.policy.fifo
+        for t, (c, p, _, _) in entries:
+            if left[t] == 0 or any(j in taken for j in c):
+                continue
+            if min(self.speed(c, t)) <= 0.0 or (fifo and p <= 0.0):
+                continue
+            sf = self.active[c[0]].sf
+            if sf > left[t]:
+                continue
+            left[t] -= sf
+            taken.update(c)
+            out[t].append((c, sf))
+        return out
+
+    def _place(self, chosen: dict[str, list[tuple[Combo, int]]]) -> dict[Combo, tuple[str, tuple[int, ...]]]:
+        new: dict[Combo, tuple[str, tuple[int, ...]]] = {}
+        for t, combos in chosen.items():
+            combos = sorted(combos, key=lambda x: x[1], reverse=True)
+            used: set[int] = set()
+            free = iter(range(self.gpus[t]))
+            for sf in sorted({s for _, s in combos}, reverse=True):
+                for c, s in combos:
+                    prev = self.assignment.get(c)
+                    if s == sf and prev is not None and prev[0] == t and not used.intersection(prev[1]):
+                        new[c] = prev
+                        used.update(prev[1])
+                for c, s in combos:
+                    if s != sf or c in new or c not in self.allocation:
+                        continue
+                    ids = []
+                    for g in free:
+                        if g not in used:
+                            ids.append(g)
+                            used.add(g)
+                            if len(ids) == s:
+                                break
+                    new[c] = (t, tuple(ids))
+        for c, (t, ids) in new.items():
+            if c in self.assignment:
+                self.lease_opportunities += 1
+                self.lease_extensions += self.assignment[c] == (t, ids)
+        return new
+
+    def run(self) -> GavelRun:
+        self.resets = self.lease_extensions = self.lease_opportunities = 0
+        all_jobs = list(self.queue)
+        pending = list(reversed(self.queue))           # pop() takes the next arrival
+        want = None
+        if self.window is not None:
+            lo, hi = self.window
+            want = {j.spec.job_id for j in all_jobs[lo:hi]}
+        rounds: list[tuple] = []
+        running: list[tuple[float, Combo, str, list[int]]] = []
+        round_start, round_end = 0.0, None
+        stuck = 0                                      # rounds in a row with nothing to run or to wait for
+        if pending:
+            self.now = pending[-1].arrival
+        while True:
+            if want is not None:
+                if not want:
+                    break
+            elif not pending and not self.active and not running:
+                break
+            if running:
+                top = max(r[0] for r in running)
+                if round_end is not None:
+                    round_start = round_end
+                round_end = top
+                self.now = top
+            elif pending:
+                self.now = max(self.now, pending[-1].arrival)
+            elif want is not None:
+                raise DlschedError(f"the workload ran out of jobs before jobs {self.window[0]} to "
+                                   f"{self.window[1] - 1} finished: generate more jobs")
+            else:
+                self.last_reset = 0.0                  # Gavel: a trace with nothing left to arrive
+                stuck += 1
+            for fin, c, t, steps in sorted(running, key=lambda r: (-r[0], r[1])):
+                self._complete(c, t, steps, fin, round_start, want)
+            running = []
+            while pending and pending[-1].arrival <= self.now:
+                self._add(pending.pop())
+            wall = self._update_priorities()
+            chosen = self._greedy()
+            self.assignment = self._place(chosen)
+            busy = 0
+            for c, (t, ids) in self.assignment.items():
+                steps, end = [], self.now
+                for jid, v in zip(c, self.speed(c, t)):
+                    job = self.active[jid]
+                    n = min(int(v * self.round_s), job.remaining)
+                    steps.append(n)
+                    end = max(end, self.now + n / v)
+                    job.last_ts = self.now
+                    if job.first_start is None:
+                        job.first_start = self.now
+                running.append((end, c, t, steps))
+                busy += len(ids)
+            on_now = {j for c in self.assignment for j in c}
+            for job in self.active.values():
+                on = job.spec.job_id in on_now
+                job.suspends += job.ran_last and not on
+                job.ran_last = on
+            if running:
+                stuck = 0
+            elif stuck > 1:
+                break                                  # what is left can never run (checked up front)
+            rounds.append((self.now, max([r[0] for r in running], default=self.now), busy, len(self.assignment),
+                           len(self.active) - sum(len(c) for c in self.assignment), wall))
+            if self.progress is not None:
+                self.progress(self.now, len(all_jobs) - len(pending) - len(self.active))
+        return GavelRun(all_jobs, rounds, dict(self.gpus), self.resets, self.lease_extensions,
+                        self.lease_opportunities, self.now)
+
+    def _complete(self, c: Combo, t: str, steps: list, fin: float, round_start: float, want) -> None:
+        members = [self.active.get(j) for j in c]
+        live = [m for m in members if m is not None]
+        if not live:
+            return
+        elapsed = fin - round_start
+        if any(n <= 0 or elapsed <= 0 for m, n in zip(members, steps) if m is not None):
+            self.need_update = True
+            if len(c) == 1:
+                job = live[0]
+                job.failures += 1
+                if job.failures >= MAX_FAILED_ATTEMPTS:
+                    job.failed = True
+                    self._remove(job.spec.job_id)
+                    if want is not None:
+                        want.discard(job.spec.job_id)
+            return
+        done = []
+        for m, n in zip(members, steps):
+            if m is None:
+                continue
+            m.failures = 0
+            m.done += n
+            m.rounds += 1
+            m.last_ts = fin
+            m.types[t] = m.types.get(t, 0.0) + elapsed
+            m.gpu_s += elapsed * m.sf
+            if m.remaining <= 0:
+                m.finish = fin
+                done.append(m)
+        if c in self.time_so_far:
+            self.time_so_far[c][t] += elapsed
+            self.worker_time[t] += elapsed
+        for m in done:
+            self._remove(m.spec.job_id)
+            if want is not None:
+                want.discard(m.spec.job_id)
+
+
+__all__ = ["GAVEL_TYPE_ORDER", "GavelRounds", "GavelRun", "MIN_RESET_S", "ROUND_S"]
