@@ -207,6 +207,7 @@ BAD_VALUES = {   # option or argument name -> values it must refuse (files relat
     "queues": ["adir", "bin.yaml", "ctl.yaml", "missing.yaml", "nosuch"],
     "tenancy": ["nosuch", "kuebe"],
     "throughputs": ["adir", "bin.yaml", "ctl.yaml", "missing.yaml", "nosuch"],
+    "semantics": ["nosuch", "Gavel", ""],
     "seed": ["-1", "abc", "1.5"],
     "seeds": ["0", "-2", "abc"],
     "restart_delay_s": ["-1", "nan", "inf", "-inf", "abc"],

@@ -31,6 +31,7 @@ SPEED_HELP = "YAML overriding the speed model: overlap, interference table"
 WORKLOAD_HELP = "a workload file (CSV, Parquet, JSON lines; gzipped or not) or a generator name"
 FORCE_HELP = "replace the contents of a non-empty --out folder (once the inputs have validated)"
 from dlsched.cli.speed import THROUGHPUTS_OPTION, apply_throughputs  # noqa: E402
+from dlsched.cli.semantics import SEMANTICS_OPTION, check_semantics  # noqa: E402
 from dlsched.cli.tenancy import QUEUES_OPTION, TENANCY_OPTION  # noqa: E402
 
 _ARGV: list[str] = []   # the command line main() ran, recorded in summary.json
@@ -103,14 +104,18 @@ class _Progress:
 
 
 def _run_one(cluster, jobs, wname, policy, seed, policy_config, restart_delay_s, speed=None,
-             start_delay_s=0.0, tenancy=(None, None)):
+             start_delay_s=0.0, tenancy=(None, None), gavel=None):
     from dlsched.api import simulate
     horizon = max((j.submit_time_s for j in jobs), default=0.0)
     prog = _Progress(policy, len(jobs), horizon)
     try:
-        res = simulate(cluster, jobs, policy, seed=seed, policy_config=policy_config,
-                       restart_delay_s=restart_delay_s, speed=speed, progress=prog,
-                       start_delay_s=start_delay_s, queues=tenancy[0], tenancy=tenancy[1])
+        if gavel is not None:       # --semantics gavel: gavel = (its throughput table,)
+            from dlsched.cli.semantics import run_gavel
+            res = run_gavel(cluster, jobs, wname, policy, seed, gavel[0], prog)
+        else:
+            res = simulate(cluster, jobs, policy, seed=seed, policy_config=policy_config,
+                           restart_delay_s=restart_delay_s, speed=speed, progress=prog,
+                           start_delay_s=start_delay_s, queues=tenancy[0], tenancy=tenancy[1])
     finally:
         prog.close()
     res.workload = wname
@@ -118,10 +123,11 @@ def _run_one(cluster, jobs, wname, policy, seed, policy_config, restart_delay_s,
     return res
 
 
-def _check_policies(flag: str, names: list[str]) -> None:
+def _check_policies(flag: str, names: list[str], gavel: bool = False) -> None:
     import dlsched.policies  # noqa: F401
     from dlsched.scheduler.framework import REGISTRY
-    known = REGISTRY.names("profile")
+    from dlsched.sim.gavel import GAVEL_POLICIES
+    known = list(GAVEL_POLICIES) if gavel else REGISTRY.names("profile") + list(GAVEL_POLICIES)
     for p in names:
         if p not in known:
             raise DlschedError(f"{flag}: unknown profile {p!r} (registered: {', '.join(known)})")
@@ -229,14 +235,16 @@ def simulate(
     speed_config: Optional[Path] = typer.Option(None, "--speed-config", help=SPEED_HELP),
     report: bool = typer.Option(False, "--report/--no-report", help="also write report.html with plots"),
     queues: Optional[str] = QUEUES_OPTION, tenancy: str = TENANCY_OPTION,
-    throughputs: Optional[str] = THROUGHPUTS_OPTION,
+    throughputs: Optional[str] = THROUGHPUTS_OPTION, semantics: str = SEMANTICS_OPTION,
 ):
     """Simulate one policy; write jobs.parquet, summary.json, timeline and events to --out."""
     _check_out(out, force)
     _check_policies("--policy", [policy])
+    table = check_semantics(semantics, "--policy", [policy], queues=queues, throughputs=throughputs)
+    gavel = None if table is None else (table,)
     cl, jobs, wname, speed, prov, ten = _load(cluster, workload, fmt, seed, policy_config, speed_config, queues, tenancy,
-                                                  throughputs)
-    res = _run_one(cl, jobs, wname, policy, seed, policy_config, restart_delay_s, speed, start_delay_s, ten)
+                                                  None if gavel else throughputs)
+    res = _run_one(cl, jobs, wname, policy, seed, policy_config, restart_delay_s, speed, start_delay_s, ten, gavel)
     _clear_out(out)
     res.save(out, prov)
     _print_summary([res], f"{policy} on {cl.name} / {wname}")
@@ -262,7 +270,7 @@ def compare(
     start_delay_s: float = _delay(0.0, "--start-delay-s", "cost of a job's first start (Pollux: 30)"),
     speed_config: Optional[Path] = typer.Option(None, "--speed-config", help=SPEED_HELP),
     queues: Optional[str] = QUEUES_OPTION, tenancy: str = TENANCY_OPTION,
-    throughputs: Optional[str] = THROUGHPUTS_OPTION,
+    throughputs: Optional[str] = THROUGHPUTS_OPTION, semantics: str = SEMANTICS_OPTION,
 ):
     """Run several policies on the same cluster and workload; print a table, write an HTML report."""
     from dlsched.metrics.result import write_json
@@ -273,9 +281,11 @@ def compare(
     if len(set(names)) < len(names):
         raise DlschedError(f"--policies: a policy is named twice ({policies})")
     _check_policies("--policies", names)
+    table = check_semantics(semantics, "--policies", names, queues=queues, throughputs=throughputs)
+    gavel = None if table is None else (table,)
     cl, jobs, wname, speed, prov, ten = _load(cluster, workload, fmt, seed, policy_config, speed_config, queues, tenancy,
-                                                  throughputs)
-    results = [_run_one(cl, jobs, wname, p, seed, policy_config, restart_delay_s, speed, start_delay_s, ten)
+                                                  None if gavel else throughputs)
+    results = [_run_one(cl, jobs, wname, p, seed, policy_config, restart_delay_s, speed, start_delay_s, ten, gavel)
                for p in names]
     _clear_out(out)
     for res in results:
@@ -307,6 +317,8 @@ def list_policies(all_kinds: bool = typer.Option(False, "--all", help="also list
     from dlsched.scheduler.framework import KINDS, REGISTRY
     for e in REGISTRY.entries("profile"):
         typer.echo(f"{e.name:<22} {e.doc}" + (f"  [{e.source}]" if e.source else ""))
+    from dlsched.cli.semantics import list_gavel_policies
+    list_gavel_policies()
     if all_kinds:
         for kind in KINDS[:-1]:
             typer.echo(f"\n{kind}:")

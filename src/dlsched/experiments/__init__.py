@@ -18,5 +18,6 @@ from dlsched.experiments import liquid_estimator, seed000_deadlines  # noqa: F40
 from dlsched.experiments import liquid_gpu_sharing, liquid_prescheduling, liquid_event_driven  # noqa: F401,E402
 from dlsched.experiments import seed000_batch_size  # noqa: F401,E402
 from dlsched.experiments import philly_vc  # noqa: F401,E402
+from dlsched.experiments import gavel_continuous  # noqa: F401,E402
 
 __all__ = ["EXPERIMENTS", "ExperimentResult", "run_experiment"]

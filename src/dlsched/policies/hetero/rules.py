@@ -81,32 +81,42 @@ def fifo(jobs: Sequence[HeteroJob], cluster: Mapping[str, int], table: Table, *,
         if t not in free:
             raise ConfigError(f"running.{job_id}", f"GPU type {t!r} is not in the cluster ({', '.join(types)})")
     if mode == "base" and running:
-        for job_id, t in running.items():
+        # Gavel's pass over its previous allocation, in job id order: a job still here keeps its
+        # type; a finished one's type goes to the queue's head (jobs without a type, in order) if
+        # it fits in what is free so far
+        queue = [i for i in queue if jobs[i].job_id not in running]
+        for job_id in sorted(running):
+            t = running[job_id]
             if job_id in idx:
                 placed[job_id] = t
                 free[t] -= jobs[idx[job_id]].scale_factor
-                queue.remove(idx[job_id])
-        for job_id, t in running.items():           # freed GPUs: the head of the queue first
-            if job_id not in idx and queue:
+            elif queue:
                 head = jobs[queue[0]]
-                if head.scale_factor <= free.get(t, 0) and T[queue[0], types.index(t)] > 0:
+                if head.scale_factor <= free[t] and T[queue[0], types.index(t)] > 0:
                     placed[head.job_id] = t
                     free[t] -= head.scale_factor
                     queue.pop(0)
-    while queue:
-        i = queue[0]
+    # Gavel's list of types with a free GPU, in name order; a type leaves it when its free count
+    # reaches exactly 0 (the entry removed is the chosen one's: in base mode with the quirk, the
+    # randomly drawn one's, as Gavel's code removes it)
+    avail = [t for t in types if free[t] > 0]
+    while queue and avail:
+        i = queue.pop(0)
         job = jobs[i]
-        fits = [t for t in types if free[t] >= job.scale_factor]
+        fits = [(k, t) for k, t in enumerate(avail) if free[t] >= job.scale_factor]
         if not fits:
             break
-        queue.pop(0)
         if mode == "base":
-            t = types[-1] if gavel_type_quirk else fits[rng.randrange(len(fits))]
+            pick = rng.randrange(len(fits))
+            t = avail[-1] if gavel_type_quirk else fits[pick][1]
         else:
-            t = max(fits, key=lambda ty: T[i, types.index(ty)])     # first of equals, by name
+            pick = max(range(len(fits)), key=lambda p: (T[i, types.index(fits[p][1])], -p))
+            t = fits[pick][1]
         if T[i, types.index(t)] > 0:
             placed[job.job_id] = t
             free[t] -= job.scale_factor
+            if free[t] == 0:
+                avail.pop(fits[pick][0])
     alloc: Allocation = {j.job_id: {t: 0.0 for t in types} for j in jobs}
     for job_id, t in placed.items():
         alloc[job_id][t] = 1.0

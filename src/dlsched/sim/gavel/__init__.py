@@ -38,6 +38,32 @@ def check_jobs(jobs: Sequence[JobSpec], table) -> None:
                                f"{table.name!r}")
 
 
+class CountFallback:
+    """A throughput table whose missing GPU counts run at the largest count below them that it
+    has (dlsched's speed model does the same: `speed.table_rate`). Gavel's per-VC Philly traces
+    ask, say, 4 GPUs of Recommendation types that Gavel's table measures on 1 GPU only; Gavel's
+    own simulator stops with a KeyError on them."""
+
+    def __init__(self, table) -> None:
+        self.table, self.name, self.reference = table, table.name, getattr(table, "reference", None)
+        self.filled: set[tuple[str, int]] = set()
+
+    def steps_per_s(self, job_type: str, gpus: int, gpu_type: str) -> float | None:
+        from dlsched.workload.speed import table_rate
+        r = self.table.steps_per_s(job_type, gpus, gpu_type)
+        if r is None:
+            r = table_rate(self.table, job_type, gpus, gpu_type)
+            if r is not None:
+                self.filled.add((job_type, gpus))
+        return r
+
+    def pair(self, job_type: str, gpus: int, other: str, gpu_type: str):
+        return self.table.pair(job_type, gpus, other, gpu_type)
+
+    def has(self, job_type) -> bool:
+        return self.table.has(job_type)
+
+
 def simulate_gavel(cluster, jobs: Sequence[JobSpec], policy: str, table, *, seed: int = 0,
                    round_s: float = ROUND_S, min_reset_s: float = MIN_RESET_S,
                    window: tuple[int, int] | None = None, workload_name: str = "jobs",
@@ -50,10 +76,14 @@ def simulate_gavel(cluster, jobs: Sequence[JobSpec], policy: str, table, *, seed
         raise DlschedError(f"--semantics gavel runs Gavel's policies ({', '.join(GAVEL_POLICIES)}), not {policy!r}")
     check_jobs(jobs, table)
     gpus = cluster_gpus(cluster)
+    table = CountFallback(table)
     run = GavelRounds(jobs, gpus, table, spec, seed=seed, round_s=round_s, min_reset_s=min_reset_s,
                       window=window, progress=progress).run()
-    return to_result(run, policy=policy, cluster_name=cluster.name, workload_name=workload_name,
-                     nodes=cluster_nodes(cluster))
+    res = to_result(run, policy=policy, cluster_name=cluster.name, workload_name=workload_name,
+                    nodes=cluster_nodes(cluster))
+    if table.filled:
+        res.summary["gpu_counts_filled"] = sorted(f"{t} x{n}" for t, n in table.filled)
+    return res
 
 
 def to_result(run: GavelRun, *, policy: str, cluster_name: str, workload_name: str, nodes=()):

@@ -1,0 +1,48 @@
+"""The CLI's `--semantics` option (simulate, compare): `native` (dlsched's event-driven engine,
+the default) or `gavel` (Gavel's round mechanism running Gavel's policies, dlsched.sim.gavel)."""
+from __future__ import annotations
+
+import typer
+
+from dlsched.core.errors import DlschedError
+
+SEMANTICS_HELP = ("native (dlsched's engine) or gavel (Gavel's 360 s rounds and its gavel-* policies, "
+                  "with Gavel's throughput table unless --throughputs names another)")
+SEMANTICS_OPTION = typer.Option("native", "--semantics", help=SEMANTICS_HELP)
+
+
+def check_semantics(semantics: str, flag: str, policies: list[str], *, queues=None, throughputs=None):
+    """None for `native`; for `gavel`, the throughput table it will run with (--throughputs, else
+    Gavel's bundled one). A one-line error for a bad value, a policy the semantics cannot run or
+    a bad table."""
+    from dlsched.sim.gavel import GAVEL_POLICIES, SEMANTICS
+    if semantics not in SEMANTICS:
+        raise DlschedError(f"--semantics: must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
+    gavel = semantics == "gavel"
+    for p in policies:
+        if gavel and p not in GAVEL_POLICIES:
+            raise DlschedError(f"{flag}: --semantics gavel runs Gavel's policies ({', '.join(GAVEL_POLICIES)}), "
+                               f"not {p!r}")
+        if not gavel and p in GAVEL_POLICIES:
+            raise DlschedError(f"{flag}: {p} runs under Gavel's round mechanism only: add --semantics gavel "
+                               "(dlsched's own engine does not run the gavel-* policies yet)")
+    if gavel and queues is not None:
+        raise DlschedError("--queues: Gavel's round mechanism has no queues; drop --queues or use --semantics native")
+    if not gavel:
+        return None
+    from dlsched.workload.throughputs import load_throughputs
+    return load_throughputs(throughputs or "gavel")
+
+
+def run_gavel(cluster, jobs, wname: str, policy: str, seed: int, table, progress=None):
+    """One run under Gavel's mechanism with `table` (check_semantics's)."""
+    from dlsched.sim.gavel import simulate_gavel
+    return simulate_gavel(cluster, jobs, policy, table, seed=seed, workload_name=wname, progress=progress)
+
+
+def list_gavel_policies() -> None:
+    """`dlsched policies`' second part."""
+    from dlsched.sim.gavel import GAVEL_POLICIES
+    typer.echo("\nGavel's policies, under --semantics gavel (Gavel's round mechanism) [Narayanan et al. OSDI'20]:")
+    for g in GAVEL_POLICIES.values():
+        typer.echo(f"{g.name:<44} {g.summary}  (Gavel: {g.gavel})")
