@@ -62,6 +62,9 @@ SMOKE: dict[str, Smoke] = {
     # two max-min solves (agnostic and _perf) on 20 jobs
     "bench_hetero.py": Smoke(("--jobs", "20", "--policies", "max_min_fairness", "max_min_fairness_perf"),
                              r"\| max_min_fairness_perf \| [\d.]+ \|", block="hetero"),
+    # two cells of Gavel's continuous experiment on a window of 40 jobs
+    "bench_gavel.py": Smoke(("--cells", "gavel-fifo@2", "gavel-max-min-fairness-perf@2", "--window", "40", "80"),
+                            r"\| gavel-max-min-fairness-perf \| 2 \| [\d.]+ \| [\d.]+ \|", block="gavel"),
     "bench_round.py": Smoke(("--tasks", "300", "--nodes", "50"),
                             r"tetris: [\d,]+ of 300 tasks placed on 50 nodes in [\d.]+ s", block="round"),
     # one Optimus round of 20 jobs, then Pollux workload-6 end to end (tiresias, optimus: seconds)
