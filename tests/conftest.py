@@ -46,7 +46,8 @@ LAST = ("test_killed_node_job_resumes_elsewhere",)
 # can no longer rename.)
 RAY_OWN = ("tests/integration/test_runtime_fidelity.py", "tests/integration/test_sweep_plan.py",
            "tests/runtime/test_gpu_sharing.py", "tests/runtime/test_up_down.py", "tests/runtime/test_ray_exposure.py",
-           "tests/runtime/test_chaos.py", "tests/integration/test_benchmarks_smoke.py::test_ray_benchmark")
+           "tests/runtime/test_chaos.py", "tests/integration/test_benchmarks_smoke.py::test_ray_benchmark",
+           "tests/runtime/test_gavel_runtime.py")
 RAY_SHARED = ("tests/runtime/",)
 
 try:

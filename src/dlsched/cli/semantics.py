@@ -23,9 +23,9 @@ def check_semantics(semantics: str, flag: str, policies: list[str], *, queues=No
         if gavel and p not in GAVEL_POLICIES:
             raise DlschedError(f"{flag}: --semantics gavel runs Gavel's policies ({', '.join(GAVEL_POLICIES)}), "
                                f"not {p!r}")
-        if not gavel and p in GAVEL_POLICIES:
-            raise DlschedError(f"{flag}: {p} runs under Gavel's round mechanism only: add --semantics gavel "
-                               "(dlsched's own engine does not run the gavel-* policies yet)")
+        if not gavel and p in GAVEL_POLICIES and GAVEL_POLICIES[p].packing:
+            raise DlschedError(f"{flag}: {p} shares GPUs between pairs of jobs, which only Gavel's round mechanism "
+                               "runs: add --semantics gavel")
     if gavel and queues is not None:
         raise DlschedError("--queues: Gavel's round mechanism has no queues; drop --queues or use --semantics native")
     if not gavel:

@@ -82,14 +82,17 @@ class Cluster:
 
     def type_mask(self, job) -> np.ndarray | None:
         """The nodes whose GPU type `job` may use (a JobSpec's gpu_type, else its gpu_types), as
-        a read-only bool array; None when any type will do. Kept per set of types."""
+        a read-only bool array; None when any type will do. Kept per set of types. Names match
+        whatever their case (a throughput table keeps them upper-case: V100 for Gavel's v100;
+        a cluster may call its types fast and slow)."""
         allowed = (job.gpu_type,) if job.gpu_type is not None else getattr(job, "gpu_types", None)
         if allowed is None:
             return None
         m = self._type_masks.get(allowed)
         if m is None:
             types = self.gpu_types
-            ids = [types.index(t) for t in allowed if t in types]
+            want = {str(t).upper() for t in allowed}
+            ids = [i for i, t in enumerate(types) if str(t).upper() in want]
             m = np.isin(self.node_gpu_type, ids) if ids else np.zeros(self.num_nodes, dtype=bool)
             m.setflags(write=False)
             self._type_masks[allowed] = m

@@ -16,3 +16,4 @@ from dlsched.policies.actions import optimus  # noqa: F401
 from dlsched.policies.actions import liquid_batch  # noqa: F401
 from dlsched.policies.actions import preempt  # noqa: F401
 from dlsched.policies.order import tiresias, srtf, sjf, edf  # noqa: F401
+from dlsched.policies.actions import gavel_lease  # noqa: F401

@@ -111,13 +111,15 @@ def node_labels(i: int, nodes_per_rack: int, gpu_type: str) -> dict:
     return {"node_name": f"n{i}", "rack": f"r{i // max(nodes_per_rack, 1)}", "gpu_type": gpu_type}
 
 
-def start_cluster(nodes: int, gpus_per_node: int, *, cpus_per_node: int = 2, gpu_type: str = "fake-gpu",
+def start_cluster(nodes: int, gpus_per_node: int, *, cpus_per_node: int = 2, gpu_type: str | tuple = "fake-gpu",
                   nodes_per_rack: int = 2):
     """Head + `nodes` virtual GPU nodes, every process listening on 127.0.0.1 only. Each node
     declares a slot per GPU (`dlsched_gpu_<i>`: GPU sharing, dlsched.runtime.shares). Auth follows
     RAY_AUTH_MODE of this process (the keeper sets token; the test fixtures run it disabled).
     Sets RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 in this process's environment, so that the clients it
-    starts (e.g. a `dlsched server --ray-address 127.0.0.1:...`) inherit it."""
+    starts (e.g. a `dlsched server --ray-address 127.0.0.1:...`) inherit it. `gpu_type`: every
+    node's, or a tuple of types taken in turn (node i gets gpu_type[i % len]: a cluster of
+    several GPU types)."""
     os.environ[LOCAL_ONLY_ENV] = "0"     # for this process and its children: clients stay on loopback
     from ray.cluster_utils import Cluster
 
@@ -133,7 +135,8 @@ def start_cluster(nodes: int, gpus_per_node: int, *, cpus_per_node: int = 2, gpu
     for i in range(nodes):
         c.add_node(node_ip_address=LOOPBACK, env_vars=dict(COLLECTIVES_ON_LOOPBACK), num_cpus=cpus_per_node,
                    num_gpus=gpus_per_node, resources=gpu_slot_resources(gpus_per_node),
-                   object_store_memory=OBJECT_STORE, labels=node_labels(i, nodes_per_rack, gpu_type))
+                   object_store_memory=OBJECT_STORE,
+                   labels=node_labels(i, nodes_per_rack, gpu_type if isinstance(gpu_type, str) else gpu_type[i % len(gpu_type)]))
     return c
 
 

@@ -22,7 +22,12 @@ class Profile:
 
     def __init__(self, spec: ProfileSpec, overrides: dict[str, Any] | None = None):
         over = dict(overrides or {})
-        params = {**spec.params, **over.pop("params", {})}
+        # a user's params go on top of the profile's, key by key within each component (a
+        # gavel-* profile names its Gavel policy in gavel_lease's params; a user who sets that
+        # component's `throughputs` keeps it)
+        user = over.pop("params", {})
+        params = {**spec.params, **{c: ({**spec.params[c], **p} if isinstance(p, dict) and isinstance(spec.params.get(c), dict)
+                                        else p) for c, p in user.items()}}
         self.spec = spec
         self.name = spec.name
         self.gang = bool(over.pop("gang", spec.gang))

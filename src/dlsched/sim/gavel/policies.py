@@ -17,9 +17,18 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from dlsched.policies import hetero as H
-from dlsched.policies.hetero.common import HeteroJob
+if TYPE_CHECKING:
+    from dlsched.policies.hetero.common import HeteroJob
+
+
+def _h():
+    """dlsched.policies.hetero, imported on first use: dlsched.policies registers the gavel-*
+    profiles from this module's table, so this module must not import that package at load."""
+    from dlsched.policies import hetero
+    return hetero
+
 
 Combo = tuple[str, ...]
 Allocation = dict[Combo, dict[str, float]]
@@ -34,8 +43,8 @@ def _packed(alloc: Mapping[tuple[str, ...], Mapping[str, float]]) -> Allocation:
 
 
 class _Stateless:
-    def __init__(self, fn: Callable, packed: bool, seed: int, **kw) -> None:
-        self.fn, self.packed, self.kw = fn, packed, kw
+    def __init__(self, fn: str, packed: bool, seed: int, **kw) -> None:
+        self.fn, self.packed, self.kw = getattr(_h(), fn), packed, kw
 
     def __call__(self, jobs: Sequence[HeteroJob], cluster: Mapping[str, int], table, now: float) -> Allocation:
         if not jobs:
@@ -52,7 +61,7 @@ class _Fifo:
         self.mode, self.rng, self.running = mode, random.Random(seed), {}
 
     def __call__(self, jobs, cluster, table, now):
-        alloc, placed = H.fifo(jobs, cluster, table, mode=self.mode, running=self.running if self.mode == "base" else None,
+        alloc, placed = _h().fifo(jobs, cluster, table, mode=self.mode, running=self.running if self.mode == "base" else None,
                                rng=self.rng, gavel_type_quirk=True)
         self.running = placed
         return _packed(alloc) if self.mode == "packed" else _singles(alloc)
@@ -65,7 +74,7 @@ class _Gandiva:
     def __call__(self, jobs, cluster, table, now):
         if not jobs:
             return {}
-        alloc, self.pairs = H.gandiva(jobs, cluster, table, pairs=self.pairs, rng=self.rng)
+        alloc, self.pairs = _h().gandiva(jobs, cluster, table, pairs=self.pairs, rng=self.rng)
         return _packed(alloc)
 
 
@@ -76,7 +85,7 @@ class _AlloX:
     def __call__(self, jobs, cluster, table, now):
         if not jobs:
             return {}
-        alloc = H.allox(jobs, cluster, table, previous=self.previous)
+        alloc = _h().allox(jobs, cluster, table, previous=self.previous)
         self.previous = alloc
         return _singles(alloc)
 
@@ -103,9 +112,9 @@ class _FinishTime:
                     c += (r0 - j.remaining_steps) / iso0
             self.iso_time[j.job_id] = c
             out.append(replace(j, isolated_time_s=max(c, 0.0)))
-        iso = H.isolated_throughputs(out, cluster, table, reference=ref)
+        iso = _h().isolated_throughputs(out, cluster, table, reference=ref)
         self.prev = {j.job_id: (j.remaining_steps, iso[j.job_id]) for j in out}
-        fn = H.finish_time_fairness_perf if self.perf else H.finish_time_fairness
+        fn = _h().finish_time_fairness_perf if self.perf else _h().finish_time_fairness
         return _singles(fn(out, cluster, table))
 
 
@@ -138,23 +147,23 @@ _SPECS: tuple[tuple[str, str, Callable[[int], Callable], str], ...] = (
     ("fifo", "FIFO", lambda s: _Fifo("base", s), "arrival order; a job keeps its GPU type (type-agnostic)"),
     ("fifo_perf", "FIFO_Perf", lambda s: _Fifo("perf", s), "arrival order on the fastest free type"),
     ("fifo_packed", "FIFO_Packing", lambda s: _Fifo("packed", s), "FIFO_Perf, then queued jobs share GPUs"),
-    ("max_min_fairness", "MaxMinFairness", _stateless(H.max_min_fairness), "LAS (type-agnostic)"),
-    ("max_min_fairness_perf", "MaxMinFairness_Perf", _stateless(H.max_min_fairness_perf), "Gavel-LAS"),
-    ("max_min_fairness_packed", "MaxMinFairness_Packing", _stateless(H.max_min_fairness_packed, packed=True),
+    ("max_min_fairness", "MaxMinFairness", _stateless("max_min_fairness"), "LAS (type-agnostic)"),
+    ("max_min_fairness_perf", "MaxMinFairness_Perf", _stateless("max_min_fairness_perf"), "Gavel-LAS"),
+    ("max_min_fairness_packed", "MaxMinFairness_Packing", _stateless("max_min_fairness_packed", packed=True),
      "Gavel-LAS with space sharing"),
     ("max_min_fairness_water_filling", "MaxMinFairnessWaterFilling",
-     _stateless(H.max_min_fairness_water_filling), "hierarchical max-min (type-agnostic)"),
+     _stateless("max_min_fairness_water_filling"), "hierarchical max-min (type-agnostic)"),
     ("max_min_fairness_water_filling_perf", "MaxMinFairnessWaterFilling_Perf",
-     _stateless(H.max_min_fairness_water_filling_perf), "hierarchical max-min"),
+     _stateless("max_min_fairness_water_filling_perf"), "hierarchical max-min"),
     ("max_min_fairness_water_filling_packed", "MaxMinFairnessWaterFilling_Packing",
-     _stateless(H.max_min_fairness_water_filling_packed, packed=True), "hierarchical max-min with space sharing"),
+     _stateless("max_min_fairness_water_filling_packed", packed=True), "hierarchical max-min with space sharing"),
     ("finish_time_fairness", "FinishTimeFairness", lambda s: _FinishTime(False, s), "Themis (type-agnostic)"),
     ("finish_time_fairness_perf", "FinishTimeFairness_Perf", lambda s: _FinishTime(True, s), "Gavel-FTF"),
     ("gandiva", "Gandiva_Packing", lambda s: _Gandiva(s), "time slicing, random pairs when oversubscribed"),
-    ("isolated", "Isolated", _stateless(H.isolated), "an equal 1/n share of every type"),
-    ("min_total_duration", "MinTotalDuration", _stateless(H.min_total_duration), "makespan (type-agnostic)"),
-    ("min_total_duration_perf", "MinTotalDuration_Perf", _stateless(H.min_total_duration_perf), "makespan"),
-    ("max_sum_throughput_perf", "ThroughputSumWithPerf", _stateless(H.max_sum_throughput_perf),
+    ("isolated", "Isolated", _stateless("isolated"), "an equal 1/n share of every type"),
+    ("min_total_duration", "MinTotalDuration", _stateless("min_total_duration"), "makespan (type-agnostic)"),
+    ("min_total_duration_perf", "MinTotalDuration_Perf", _stateless("min_total_duration_perf"), "makespan"),
+    ("max_sum_throughput_perf", "ThroughputSumWithPerf", _stateless("max_sum_throughput_perf"),
      "total steps/s"),
     ("allox", "AlloX_Perf", lambda s: _AlloX(s), "AlloX: min-cost matching (1-GPU jobs)"),
 )
