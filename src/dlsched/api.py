@@ -7,7 +7,7 @@ from pathlib import Path
 import dlsched.policies  # noqa: F401  (every policy registers itself on import)
 from dlsched.cluster.topology import Cluster, load_cluster
 from dlsched.core.config import read_yaml
-from dlsched.core.errors import ConfigError
+from dlsched.core.errors import ConfigError, DlschedError
 from dlsched.core.types import JobSpec
 from dlsched.metrics.result import SimResult, build_result
 from dlsched.scheduler.core import Scheduler, build_profile
@@ -105,7 +105,8 @@ def simulate(cluster: str | Path | Cluster, workload: str | Path | list[JobSpec]
              speed: SpeedParams | None = None, node_events=(), workload_format: str | None = None,
              progress: Callable[[float, int], None] | None = None, record_rates: bool = True,
              start_delay_s: float = 0.0, queues=None, tenancy: str | None = None,
-             tenancy_settings: dict | None = None, throughputs=None) -> SimResult:
+             tenancy_settings: dict | None = None, throughputs=None, semantics: str = "native",
+             window: tuple[int, int] | None = None) -> SimResult:
     """Run `policy` on `workload` over `cluster` and return its metrics.
 
     cluster: a preset name or YAML path; workload: a file (any supported format), a generator
@@ -113,13 +114,22 @@ def simulate(cluster: str | Path | Cluster, workload: str | Path | list[JobSpec]
     queue file (YAML) or a QueueTree, enforced in the tenancy mode `tenancy` (dlsched.tenancy.
     modes) with `tenancy_settings`; None: one tenant, no quotas. throughputs: a throughput table
     (a bundled name such as `gavel`, a file, or a ThroughputTable; dlsched.workload.throughputs)
-    that sets the speed of every job whose model is one of its job types."""
+    that sets the speed of every job whose model is one of its job types. semantics: "native"
+    (this engine) or "gavel" (Gavel's round mechanism, dlsched.sim.gavel: a gavel-* policy, the
+    table `throughputs` or Gavel's, and `window`: the positions of the jobs that must finish)."""
+    if semantics not in ("native", "gavel"):
+        raise DlschedError(f"semantics: must be native or gavel, got {semantics!r}")
     cl = load_cluster(cluster)
     if isinstance(workload, (list, tuple)):
         jobs, wname = list(workload), "jobs"
     else:
         from dlsched.workload.io import load_workload
         jobs, wname = load_workload(workload, format=workload_format, seed=seed), Path(str(workload)).name
+    if semantics == "gavel":
+        from dlsched.sim.gavel import simulate_gavel
+        from dlsched.workload.throughputs import ThroughputTable, load_throughputs
+        table = throughputs if isinstance(throughputs, ThroughputTable) else load_throughputs(throughputs or "gavel")
+        return simulate_gavel(cl, jobs, policy, table, seed=seed, window=window, workload_name=wname, progress=progress)
     if throughputs is not None:
         speed, jobs = with_throughputs(throughputs, speed, jobs)
     check_work(jobs, speed)

@@ -60,3 +60,13 @@ def test_the_cli_names_which_semantics_runs_what(tmp_path):
     with pytest.raises(DlschedError, match="must be one of native, gavel"):
         check_semantics("Gavel", "--policy", ["gavel-fifo"])
     assert check_semantics("gavel", "--policy", ["gavel-gandiva"]).name == "gavel"
+
+
+def test_the_python_api_runs_either_semantics():
+    jobs = gen_gavel(0, rate=2, jobs=60)
+    r = dlsched.simulate("gavel-4:4:4", jobs, "gavel-max-min-fairness-perf", semantics="gavel", window=(10, 40))
+    assert r.summary["semantics"] == "gavel" and r.summary["finished"] >= 30
+    n = dlsched.simulate("gavel-4:4:4", jobs, "gavel-max-min-fairness-perf", throughputs="gavel")
+    assert "semantics" not in n.summary and n.summary["finished"] == 60
+    with pytest.raises(DlschedError, match="semantics: must be native or gavel"):
+        dlsched.simulate("gavel-4:4:4", jobs, "gavel-fifo", semantics="Gavel")
