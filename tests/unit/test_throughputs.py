@@ -241,3 +241,25 @@ def test_workload_describe_reads_a_table(tmp_path):
     r = subprocess.run([sys.executable, "-m", "dlsched.cli.main", "workload", "describe", str(bad)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "t.csv, line 2" in r.stderr, r.stderr
+
+
+def test_a_runtime_calibration_file_is_a_throughput_table(tmp_path):
+    """The runtime measures each model's step time per GPU type and worker count
+    (dlsched.runtime.calibration); that file serves as the table of Gavel's policies."""
+    import json
+
+    from dlsched.core.errors import ConfigError
+    from dlsched.workload.throughputs import ThroughputTable
+    cal = {"schema": "dlsched-calibration", "version": 1,
+           "models": {"sensitive": {"fast": {"1": {"iter_s": 0.1, "step_s": 0.1, "steps": 40}},
+                                    "slow": {"1": {"iter_s": 0.5, "step_s": 0.5, "steps": 40}}}}}
+    f = tmp_path / "calibration.json"
+    f.write_text(json.dumps(cal))
+    t = ThroughputTable.load(str(f))
+    assert t.steps_per_s("sensitive", 1, "fast") == pytest.approx(10.0)
+    assert t.steps_per_s("sensitive", 1, "slow") == pytest.approx(2.0)
+    assert t.reference is None and t.gpu_types() == ["FAST", "SLOW"]
+    cal["models"]["sensitive"]["slow"]["1"]["iter_s"] = 0
+    f.write_text(json.dumps(cal))
+    with pytest.raises(ConfigError, match="iter_s"):
+        ThroughputTable.load(str(f))

@@ -172,6 +172,8 @@ def _read_json(path: Path, *, name: str, reference: str | None = None) -> Throug
         raise bad("file", f"not JSON (not UTF-8 text: {e.reason})") from None
     if not isinstance(data, dict):
         raise bad("file", "must be a JSON object {worker_type: {\"('<job_type>', <gpus>)\": {...}}}")
+    if data.get("schema") == "dlsched-calibration":
+        return _from_calibration(data, name, file, bad)
     alone: dict[tuple[str, int, str], float] = {}
     pairs: dict[tuple[str, int, str, str], tuple[float, float]] = {}
     parsed: dict[str, tuple[str, int] | None] = {}   # partner keys recur: parse each once
@@ -303,3 +305,23 @@ def load_throughputs(ref: str | Path) -> ThroughputTable:
     if table is None:
         table = _CACHE[key] = ThroughputTable.load(ref)
     return table
+
+
+def _from_calibration(data: dict, name: str, file: str, bad) -> ThroughputTable:
+    """A runtime's calibration file (dlsched.runtime.calibration: what its jobs' steps cost per
+    model, GPU type and worker count, measured) as a table: steps/s = 1 / iter_s of each measured
+    (model, workers, GPU type). No reference type: durations cannot be read as run times."""
+    models = data.get("models")
+    if not isinstance(models, dict):
+        raise bad("models", "a calibration file must hold `models: {model: {gpu_type: {workers: {...}}}}`")
+    alone: dict[tuple[str, int, str], float] = {}
+    for model, by_type in models.items():
+        for gt, by_n in (by_type or {}).items():
+            for n, row in (by_n or {}).items():
+                it = row.get("iter_s") if isinstance(row, dict) else None
+                if not (isinstance(it, (int, float)) and it > 0 and str(n).isdigit()):
+                    raise bad(f"models.{model}.{gt}.{n}", f"must give iter_s > 0 seconds, got {it!r}")
+                alone[(str(model), int(n), _gpu(gt))] = 1.0 / float(it)
+    if not alone:
+        raise bad("models", "no measured step time (run jobs on the runtime first)")
+    return ThroughputTable(name, None, alone)
