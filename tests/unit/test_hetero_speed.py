@@ -136,3 +136,25 @@ def test_iterations_of_a_model_nobody_knows_are_refused(table):
     # with the table that knows it, the same job runs; the model's case does not matter
     t = run("gavel-1:0:1", [job("q", "FAST-ON-V", steps=10)], table)
     assert t.loc["q", "run_s"] == pytest.approx(1.0)
+
+
+def test_two_jobs_sharing_a_gpu_run_at_the_tables_pair_speeds():
+    """With a throughput table that measured the pair (Gavel's), a job sharing its GPU with one
+    other runs at its pair throughput over its throughput alone; a pair the table lacks keeps
+    the speed model's factors (None here)."""
+    from dlsched.cluster.topology import load_cluster
+    from dlsched.core.types import TaskPlacement
+    from dlsched.sim.rates import _pair_factor
+    from dlsched.sim.run import JobRun
+    from dlsched.workload.gavel_gen import gen_gavel
+    from dlsched.workload.throughputs import load_throughputs
+    table = load_throughputs("gavel")
+    cl = load_cluster("gavel-0:1:0")
+    spec = next(j for j in gen_gavel(0, rate=1, jobs=50) if j.model == "ResNet-18 (batch size 64)")
+    run = JobRun(spec, spec.tasks, 1.0, placements={0: TaskPlacement(0, 0, (0,))})
+    other = "LM (batch size 20)"
+    mine, _ = table.pair(spec.model, 1, other, "P100")
+    got = _pair_factor(table, cl, run, other)
+    assert got == pytest.approx(mine / table.steps_per_s(spec.model, 1, "P100"))
+    assert 0 < got < 1
+    assert _pair_factor(table, cl, run, "resnet50") is None         # not a job type of the table

@@ -98,6 +98,11 @@ class Rates:
         r.share = 1 + len(others)
         if not others:
             return 1.0       # sharing_factor of a job alone on its GPUs
+        table = self.speed.params.throughputs
+        if table is not None and len(others) == 1:
+            pair = _pair_factor(table, self.speed.cluster, r, next(iter(others.values())))
+            if pair is not None:
+                return pair
         packed = r.packed or any(self.runs[o].packed for o in others)
         return switch_cost.sharing_factor(r.spec.model, list(others.items()), packed,
                                           self.speed.params.factor)
@@ -342,3 +347,20 @@ class Rates:
             self.log.append((now, "rate", jid, f"{rate:.9g}"))
         elif self._rec_buf is not None:
             self._rec_buf.append((jid, rate))
+
+
+def _pair_factor(table, cluster, r: JobRun, other_model) -> float | None:
+    """A job sharing its GPUs with one other, both of job types of the throughput table that
+    measured them as a pair on this GPU type and count (Gavel's pairs): its pair throughput over
+    its throughput alone. None where the table has no such pair (the speed model's factors then)."""
+    from dlsched.core.types import GPU
+    from dlsched.workload.speed import table_rate
+    if not (table.has(r.spec.model) and table.has(other_model)):
+        return None
+    gpus = max(int(round(sum(r.tasks[tp.task].demand[GPU] for tp in r.placements.values()))), 1)
+    gpu_type = cluster.nodes[next(iter(r.placements.values())).node].gpu_type
+    pair = table.pair(r.spec.model, gpus, other_model, gpu_type)
+    alone = table_rate(table, r.spec.model, gpus, gpu_type)
+    if not pair or not alone:
+        return None
+    return pair[0] / alone
