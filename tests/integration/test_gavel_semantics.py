@@ -88,7 +88,7 @@ def test_the_experiment_prints_our_figure_beside_gavels_from_the_runs():
                                                                      ("Gavel-FIFO", 0.4), ("Gavel-FIFO", 2.0)]
     for row in res.published:
         run_ = res.results[f"{row['jobs/h']} jobs/h"][row["policy"]][0]
-        window = run_.jobs[run_.jobs.job_id.isin([f"gavel-{i:04d}" for i in range(30, 60)])]
+        window = run_.jobs[run_.jobs.job_id.isin([f"gavel-{i:05d}" for i in range(30, 60)])]
         assert len(window) == 30 and (window.state == "done").all()
         assert float(row["ours (h)"]) == pytest.approx(window.jct_s.mean() / 3600, abs=0.006)
         assert row["Gavel (h)"] == f"{dict(zip(RATES, PUBLISHED[row['policy']][1]))[row['jobs/h']]:.2f}"

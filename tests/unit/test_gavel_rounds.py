@@ -74,13 +74,25 @@ def test_a_perf_policy_puts_a_job_on_its_fastest_type():
 
 
 def test_the_same_seed_gives_the_same_run_and_the_window_ends_it():
-    jobs = [_job(i, 600.0 * i, 3000.0 + 500 * i, RESNET if i % 2 else "CycleGAN") for i in range(12)]
+    def mk(i):
+        return _job(i, 600.0 * i, 3000.0 + 500 * (i % 12), RESNET if i % 2 else "CycleGAN")
+
+    jobs = [mk(i) for i in range(12)]
     a = _run(jobs, policy="gavel-max-min-fairness", cluster="gavel-1:1:1", seed=3)[1]
     b = _run(jobs, policy="gavel-max-min-fairness", cluster="gavel-1:1:1", seed=3)[1]
     assert a.equals(b)
-    _, w = _run(jobs, cluster="gavel-1:1:1", window=(0, 4))
-    assert (w.loc[[f"j{i}" for i in range(4)], "state"] == "done").all()
-    assert (w.state != "done").any()
+    # a window: arrivals go on while it runs (Gavel's generator never stops), from `more`
+    asked = []
+
+    def more(n):
+        asked.append(n)
+        return [mk(i) for i in range(n, 2 * n)]
+
+    _, w = _run(jobs, cluster="gavel-1:1:1", window=(0, 10), more=more)
+    assert (w.loc[[f"j{i}" for i in range(10)], "state"] == "done").all()
+    assert asked and len(w) > 12 and (w.state != "done").any()
+    with pytest.raises(DlschedError, match="ran out of jobs"):
+        _run(jobs, cluster="gavel-1:1:1", window=(0, 10))
 
 
 def test_jobs_that_can_never_run_are_refused_before_the_run():

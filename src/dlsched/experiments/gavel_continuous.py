@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import time
 
-from dlsched.core.errors import DlschedError
 from dlsched.experiments.base import Check, Experiment, ExperimentResult, register_experiment
 
 RATES = (0.4, 2.0, 3.2, 4.0, 4.4, 4.8, 5.2, 5.6, 6.0)
@@ -58,23 +57,24 @@ def knee(jcts: dict[float, float | None], rates=RATES) -> float | None:
 
 
 def cell(policy: str, rate: float, *, seed: int = 0, window: tuple[int, int] = WINDOW, extra: int = 2000):
-    """One run: (mean JCT of the window's jobs in hours, its SimResult, wall seconds). More jobs
-    are generated when the window has not finished before the generated ones ran out."""
+    """One run: (mean JCT of the window's jobs in hours, its SimResult, wall seconds). Arrivals go
+    on until the window has finished, as in Gavel: when the run has used every job generated,
+    it asks the generator for the next ones (`gen_gavel` with twice as many gives the same
+    jobs first). Ids are padded to 5 digits from the start (at least 10,001 jobs are generated;
+    those not yet arrived cost nothing), so that every id has the same width."""
     from dlsched.cluster.topology import load_cluster
     from dlsched.sim.gavel import simulate_gavel
     from dlsched.workload.gavel_gen import gen_gavel
     from dlsched.workload.throughputs import load_throughputs
     t0 = time.perf_counter()
-    while True:
-        jobs = gen_gavel(seed, rate=rate, jobs=window[1] + extra)
-        try:
-            res = simulate_gavel(load_cluster("gavel-36:36:36"), jobs, policy, load_throughputs("gavel"),
-                                 seed=seed, window=window, workload_name=f"gavel:rate={rate},jobs={len(jobs)}")
-            break
-        except DlschedError as e:
-            if "ran out of jobs" not in str(e):
-                raise
-            extra *= 2
+    n = max(window[1] + extra, 10_001)
+    jobs = gen_gavel(seed, rate=rate, jobs=n)
+
+    def more(have: int):
+        return gen_gavel(seed, rate=rate, jobs=2 * have)[have:]
+
+    res = simulate_gavel(load_cluster("gavel-36:36:36"), jobs, policy, load_throughputs("gavel"), seed=seed,
+                         window=window, workload_name=f"gavel:rate={rate} (seed {seed})", more=more)
     ids = {j.job_id for j in jobs[window[0]:window[1]]}
     w = res.jobs[res.jobs.job_id.isin(ids)]
     return float(w.jct_s.mean()) / 3600.0, res, time.perf_counter() - t0

@@ -67,10 +67,13 @@ class CountFallback:
 def simulate_gavel(cluster, jobs: Sequence[JobSpec], policy: str, table, *, seed: int = 0,
                    round_s: float = ROUND_S, min_reset_s: float = MIN_RESET_S,
                    window: tuple[int, int] | None = None, workload_name: str = "jobs",
-                   progress: Callable[[float, int], None] | None = None):
+                   progress: Callable[[float, int], None] | None = None,
+                   more: Callable[[int], Sequence[JobSpec]] | None = None):
     """Run a `gavel-*` policy under Gavel's round mechanism; a SimResult like the native one's.
     `window`: (first, end) positions of the jobs that must finish (Gavel's `jobs_to_complete`);
-    the run ends then, and jobs still running are `running` in the table."""
+    the run ends then, and jobs still running are `running` in the table. `more(n)`: the jobs
+    after the first n, asked for when a window's run has used every arrival (Gavel's generator
+    never stops); without it that is an error."""
     spec = gavel_policy(policy)
     if spec is None:
         raise DlschedError(f"--semantics gavel runs Gavel's policies ({', '.join(GAVEL_POLICIES)}), not {policy!r}")
@@ -78,7 +81,7 @@ def simulate_gavel(cluster, jobs: Sequence[JobSpec], policy: str, table, *, seed
     gpus = cluster_gpus(cluster)
     table = CountFallback(table)
     run = GavelRounds(jobs, gpus, table, spec, seed=seed, round_s=round_s, min_reset_s=min_reset_s,
-                      window=window, progress=progress).run()
+                      window=window, progress=progress, more=more).run()
     res = to_result(run, policy=policy, cluster_name=cluster.name, workload_name=workload_name,
                     nodes=cluster_nodes(cluster))
     if table.filled:

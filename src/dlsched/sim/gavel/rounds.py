@@ -93,24 +93,20 @@ class GavelRounds:
 
     def __init__(self, jobs: Sequence[JobSpec], gpus: dict[str, int], table, policy: GavelPolicy, *, seed: int = 0,
                  round_s: float = ROUND_S, min_reset_s: float = MIN_RESET_S,
-                 window: tuple[int, int] | None = None, progress: Callable[[float, int], None] | None = None):
+                 window: tuple[int, int] | None = None, progress: Callable[[float, int], None] | None = None,
+                 more: Callable[[int], Sequence[JobSpec]] | None = None):
         self.table, self.policy, self.round_s, self.min_reset_s = table, policy, round_s, min_reset_s
         self.gpus = {t: n for t, n in gpus.items() if n > 0}
         self.order = _type_order(list(self.gpus))
         self.alloc_fn = policy.make(seed)
         self.shuffler = random.Random(seed + 5)
-        self.window, self.progress = window, progress
-        self.queue = [_Job(s, i, s.model, len(s.tasks), float(s.iterations), float(s.submit_time_s), float(s.priority or 1))
-                      for i, s in enumerate(jobs)]
+        self.window, self.progress, self.more = window, progress, more
+        self.queue = [self._job(s, i) for i, s in enumerate(jobs)]
         for a, b in zip(self.queue, self.queue[1:]):
             if b.arrival < a.arrival:
                 raise DlschedError(f"job {b.spec.job_id}: arrivals must not decrease (Gavel's traces are in arrival order)")
         self._speed: dict[tuple, tuple[float, ...]] = {}
-        for j in self.queue:
-            if not any(n >= j.sf and (table.steps_per_s(j.job_type, j.sf, t) or 0.0) > 0 for t, n in self.gpus.items()):
-                raise DlschedError(f"job {j.spec.job_id} ({j.job_type}, {j.sf} GPUs) can run on no GPU type of this "
-                                   f"cluster ({', '.join(f'{n} {t}' for t, n in self.gpus.items())}): the throughput "
-                                   f"table {getattr(table, 'name', '')!r} has no speed for it on a type with {j.sf} GPUs")
+        self._check(self.queue)
         # state of the mechanism (names as in Gavel's Scheduler)
         self.active: dict[str, _Job] = {}
         self.time_so_far: dict[Combo, dict[str, float]] = {}
@@ -122,6 +118,36 @@ class GavelRounds:
         self.last_reset = 0.0
         self.now = 0.0
         self.assignment: dict[Combo, tuple[str, tuple[int, ...]]] = {}
+
+    @staticmethod
+    def _job(s: JobSpec, i: int) -> _Job:
+        return _Job(s, i, s.model, len(s.tasks), float(s.iterations), float(s.submit_time_s), float(s.priority or 1))
+
+    def _check(self, jobs: list[_Job]) -> None:
+        for j in jobs:
+            if not self.table.has(j.job_type) or not j.total > 0:
+                raise DlschedError(f"job {j.spec.job_id}: needs a job type of the throughput table and its work in "
+                                   f"steps (model {j.job_type!r}, iterations {j.spec.iterations!r})")
+            if not any(n >= j.sf and (self.table.steps_per_s(j.job_type, j.sf, t) or 0.0) > 0
+                       for t, n in self.gpus.items()):
+                raise DlschedError(f"job {j.spec.job_id} ({j.job_type}, {j.sf} GPUs) can run on no GPU type of this "
+                                   f"cluster ({', '.join(f'{n} {t}' for t, n in self.gpus.items())}): the throughput "
+                                   f"table {getattr(self.table, 'name', '')!r} has no speed for it on a type with "
+                                   f"{j.sf} GPUs")
+
+    def _refill(self, all_jobs: list, pending: list) -> None:
+        """With a window, arrivals must go on while it runs (Gavel's generator never stops): take
+        the jobs after the last one from `more`, or stop with an error without it."""
+        new = list(self.more(len(all_jobs))) if self.more is not None else []
+        if not new:
+            raise DlschedError(f"the workload ran out of jobs before jobs {self.window[0]} to "
+                               f"{self.window[1] - 1} finished: generate more jobs")
+        add = [self._job(s, len(all_jobs) + k) for k, s in enumerate(new)]
+        self._check(add)
+        if add[0].arrival < all_jobs[-1].arrival:
+            raise DlschedError(f"job {add[0].spec.job_id}: arrivals must not decrease")
+        all_jobs.extend(add)
+        pending[:0] = list(reversed(add))
 
     # -- speeds ---------------------------------------------------------------------------------
     def speed(self, combo: Combo, t: str) -> tuple[float, ...]:
@@ -298,6 +324,8 @@ class GavelRounds:
             if want is not None:
                 if not want:
                     break
+                if not pending:
+                    self._refill(all_jobs, pending)
             elif not pending and not self.active and not running:
                 break
             if running:
@@ -308,9 +336,6 @@ class GavelRounds:
                 self.now = top
             elif pending:
                 self.now = max(self.now, pending[-1].arrival)
-            elif want is not None:
-                raise DlschedError(f"the workload ran out of jobs before jobs {self.window[0]} to "
-                                   f"{self.window[1] - 1} finished: generate more jobs")
             else:
                 self.last_reset = 0.0                  # Gavel: a trace with nothing left to arrive
                 stuck += 1
