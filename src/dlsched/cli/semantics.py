@@ -43,6 +43,8 @@ def run_gavel(cluster, jobs, wname: str, policy: str, seed: int, table, progress
 def list_gavel_policies() -> None:
     """`dlsched policies`' second part."""
     from dlsched.sim.gavel import GAVEL_POLICIES
-    typer.echo("\nGavel's policies, under --semantics gavel (Gavel's round mechanism) [Narayanan et al. OSDI'20]:")
+    typer.echo("\nGavel's policies [Narayanan et al. OSDI'20] under --semantics gavel (Gavel's round mechanism); "
+               "without it, the profiles above (leases per GPU type):")
     for g in GAVEL_POLICIES.values():
-        typer.echo(f"{g.name:<44} {g.summary}  (Gavel: {g.gavel})")
+        only = "  [--semantics gavel only: pairs share GPUs]" if g.packing else ""
+        typer.echo(f"{g.name:<44} {g.summary}  (Gavel: {g.gavel}){only}")
