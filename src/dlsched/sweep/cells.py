@@ -30,7 +30,8 @@ SUMMARY_KEYS = ("jobs", "finished", "rejected", "unfinished", "mean_jct_s", "med
 def metrics_of(res) -> dict:
     """The figures of a SimResult that a sweep or a plan compares."""
     out = {k: res.summary.get(k) for k in SUMMARY_KEYS}
-    for k in ("jain_index", "max_ftf_rho", "unfair_fraction"):     # under a tenancy (dlsched.tenancy)
+    for k in ("jain_index", "max_ftf_rho", "unfair_fraction",      # under a tenancy (dlsched.tenancy)
+              "window_mean_jct_s"):                                # under Gavel's rounds with a window
         if k in res.summary:
             out[k] = res.summary[k]
     waits = res.jobs["wait_s"].dropna()

@@ -12,6 +12,9 @@
       tiresias.thresholds: [[57600], [28800, 115200]]   # <component>.<parameter> of a policy
       queues: [philly-isolated, teams.yaml]             # a queue tree (bundled, or a file)
       tenancy: [kueue, kai]                             # the tenancy mode (with queues)
+    semantics: gavel                   # optional: Gavel's round mechanism (gavel-* policies; its
+                                       # one parameter: window: [[4000, 5000]], the jobs that must
+                                       # finish, by position)
 
 A component parameter applies to the policies that have that component; the other policies run
 once per value of the rest of the grid. Every value is checked (each policy built with it) before
@@ -29,10 +32,11 @@ from typing import Any
 
 from dlsched.core.errors import ConfigError, DlschedError
 
-TOP = {"name", "clusters", "workloads", "policies", "seeds", "parameters"}
+TOP = {"name", "clusters", "workloads", "policies", "seeds", "parameters", "semantics"}
 SIM_OPTIONS = ("restart_delay_s", "start_delay_s")
 TENANCY_OPTIONS = ("queues", "tenancy")      # simulate's queues= and tenancy= (dlsched.tenancy)
 POLICY_SETTINGS = ("round_s", "gang", "blocking")
+GAVEL_OPTIONS = ("semantics", "window")      # simulate's semantics= and window= (dlsched.sim.gavel)
 MAX_CELLS = 100_000
 MAX_SEED = 2 ** 32 - 1
 
@@ -62,7 +66,8 @@ class Cell:
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
     def sim_options(self) -> dict:
-        return {k: v for k, v in self.params if k in SIM_OPTIONS or k in TENANCY_OPTIONS}
+        return {k: (tuple(v) if k == "window" else v) for k, v in self.params
+                if k in SIM_OPTIONS or k in TENANCY_OPTIONS or k in GAVEL_OPTIONS}
 
     def policy_settings(self) -> dict:
         """The profile overrides of this cell: {round_s, gang, blocking, params: {component: {...}}}."""
@@ -204,7 +209,15 @@ def load_sweep(path: str | Path) -> Sweep:
 
     clusters = refs("clusters", is_preset, "a preset", load_cluster)
     workloads = refs("workloads", is_named_workload, "a generator, a bundled workload")
-    known = REGISTRY.names("profile")
+    semantics = spec.get("semantics", "native")
+    if semantics not in ("native", "gavel"):
+        raise ConfigError("semantics", f"must be native or gavel, got {semantics!r}", file=file)
+    gavel = semantics == "gavel"
+    if gavel:
+        from dlsched.sim.gavel import GAVEL_POLICIES
+        known = list(GAVEL_POLICIES)
+    else:
+        known = REGISTRY.names("profile")
     policies = _list(spec, "policies", file)
     for i, p in enumerate(policies):
         if p not in known:
@@ -218,8 +231,19 @@ def load_sweep(path: str | Path) -> Sweep:
     for k in sorted(grid):
         vals = grid[k]
         where = f"parameters.{k}"
-        if not isinstance(k, str) or not (k in SIM_OPTIONS or k in POLICY_SETTINGS or k in TENANCY_OPTIONS or
-                                          ("." in k and all(k.partition(".")[::2]))):
+        if gavel and k != "window":
+            raise ConfigError(where, "under semantics: gavel the one parameter is window ([[first, end], ...])",
+                              file=file)
+        if k == "window" and not gavel:
+            raise ConfigError(where, "window is a parameter of semantics: gavel", file=file)
+        if k == "window":
+            for j, v in enumerate(vals if isinstance(vals, list) else []):
+                if not (isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
+                                                                    and x >= 0 for x in v) and v[0] < v[1]):
+                    raise ConfigError(f"{where}[{j}]", f"must be [first, end] job positions, first < end, got {v!r}",
+                                      file=file)
+        elif not isinstance(k, str) or not (k in SIM_OPTIONS or k in POLICY_SETTINGS or k in TENANCY_OPTIONS or
+                                            ("." in k and all(k.partition(".")[::2]))):
             raise ConfigError(where, f"unknown parameter (simulate options: {', '.join(SIM_OPTIONS + TENANCY_OPTIONS)}; "
                               f"policy settings: {', '.join(POLICY_SETTINGS)}; or <component>.<parameter>)", file=file)
         if not isinstance(vals, list) or not vals:
@@ -235,17 +259,20 @@ def load_sweep(path: str | Path) -> Sweep:
     cells: list[Cell] = []
     seen: set[str] = set()
     for policy in policies:
-        comps = {name for _, name in REGISTRY.get("profile", policy).components()}
+        comps = set() if gavel else {name for _, name in REGISTRY.get("profile", policy).components()}
         # the axes that apply to this policy; a component parameter of another policy does not
         mine = [(k, vals) for k, vals in axes if "." not in k or k.partition(".")[0] in comps]
         for combo in itertools.product(*[vals for _, vals in mine]):
             params = tuple((k, v) for (k, _), v in zip(mine, combo))
-            probe = Cell("", "", policy, 0, params)
-            try:
-                build_profile(policy, probe.policy_settings())
-            except ConfigError as e:
-                bad = ", ".join(f"{k}={v!r}" for k, v in params)
-                raise ConfigError("parameters", f"{policy} with {bad}: {e}", file=file) from None
+            if gavel:
+                params = (("semantics", "gavel"), *params)
+            else:
+                probe = Cell("", "", policy, 0, params)
+                try:
+                    build_profile(policy, probe.policy_settings())
+                except ConfigError as e:
+                    bad = ", ".join(f"{k}={v!r}" for k, v in params)
+                    raise ConfigError("parameters", f"{policy} with {bad}: {e}", file=file) from None
             for cl, wl, seed in itertools.product(clusters, workloads, seeds):
                 qrefs = [v for k, v in params if k == "queues"]
                 own = tuple((ref, inputs[ref]) for ref in (cl, wl, *qrefs) if ref in inputs)   # its files' contents

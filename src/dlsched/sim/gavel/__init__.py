@@ -86,6 +86,11 @@ def simulate_gavel(cluster, jobs: Sequence[JobSpec], policy: str, table, *, seed
                     nodes=cluster_nodes(cluster))
     if table.filled:
         res.summary["gpu_counts_filled"] = sorted(f"{t} x{n}" for t, n in table.filled)
+    if window is not None:
+        ids = {j.job_id for j in jobs[window[0]:window[1]]}
+        w = res.jobs[res.jobs.job_id.isin(ids)]
+        res.summary["window"] = list(window)
+        res.summary["window_mean_jct_s"] = float(w.jct_s.mean()) if len(w) else None
     return res
 
 
