@@ -34,6 +34,7 @@ from dlsched.policies.hetero.common import (
     HeteroJob,
     Problem,
     Table,
+    all_at_fastest,
     alone_matrix,
     check_jobs,
     gpu_types,
@@ -67,32 +68,6 @@ def _rho(tput: np.ndarray, t, R, D, ok) -> np.ndarray:
     return np.where(ok, finish / np.where(ok, D, 1.0), -np.inf)
 
 
-def _at_best(T: np.ndarray, N: np.ndarray, scale: np.ndarray, ok: np.ndarray) -> np.ndarray | None:
-    """X giving every considered job its fastest type all the time, when those fit at once (else
-    None). No X gives job m more than max_j T[m, j], so each rho_m is then at its own minimum and
-    max_m rho_m at the optimum: the bisection would only find another X of the same rho*. Two
-    cases are tried: each job has one fastest type (per-type demand <= N_j), or every type is
-    fastest (the agnostic view: X[m, j] = N_j / sum N, which fits when sum s_m <= sum N).
-    Gavel's continuous sweep at 0.4 jobs/h: 8,890 solves, 463 s by bisection, see RESULTS.md
-    `gavel`."""
-    X = np.zeros_like(T)
-    rows = np.flatnonzero(ok)
-    best = T.max(axis=1)
-    tie = (T == best[:, None]) & (T > 0)
-    if tie[rows].all():
-        if scale[rows].sum() > N.sum():
-            return None
-        X[rows] = N / N.sum()
-        return X
-    if (tie[rows].sum(axis=1) != 1).any():
-        return None
-    j = tie[rows].argmax(axis=1)
-    if (np.bincount(j, weights=scale[rows], minlength=len(N)) > N).any():
-        return None
-    X[rows, j] = 1.0
-    return X
-
-
 def _solve(prob: Problem, T: np.ndarray, N: np.ndarray, what: str) -> np.ndarray:
     from scipy import sparse
     jobs = prob.jobs
@@ -101,7 +76,7 @@ def _solve(prob: Problem, T: np.ndarray, N: np.ndarray, what: str) -> np.ndarray
     best_x = (isolated_fractions(scale, N) * (T > 0) * ok[:, None]).ravel()
     if not ok.any():
         return np.zeros(prob.n_vars)
-    fast = _at_best(T, N, scale, ok)
+    fast = all_at_fastest(T, N, scale, ok)
     if fast is not None:
         return fast.ravel()
     hi = float(_rho(iso, t, R, D, ok).max())

@@ -49,6 +49,7 @@ from dlsched.policies.hetero.common import (
     PackedAllocation,
     Problem,
     Table,
+    all_at_fastest,
     alone_matrix,
     check_jobs,
     gpu_types,
@@ -86,6 +87,10 @@ def _max_min(prob: Problem, P: np.ndarray, what: str) -> np.ndarray:
     active = P > 0
     if not active.any():
         return np.zeros(prob.n_vars)
+    if len(prob.combos) == len(jobs):               # singles: see common.all_at_fastest
+        fast = all_at_fastest(prob.alone, prob.N, _scale(jobs), active)
+        if fast is not None:
+            return fast.ravel()
     B = _objective_rows(prob, P, _scale(jobs) / _weights(jobs))
     x, _ = max_min_solve(prob, B, np.zeros(len(jobs)), active, what)
     return x
