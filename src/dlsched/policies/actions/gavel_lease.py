@@ -63,6 +63,11 @@ class _Blind:
 class GavelLease(Action):
     """Gavel's allocation as leases: who runs on which GPU type, renewed every round_s."""
     needs = frozenset(("preemption",))
+    # what a round changes (time received, deficits, X, the policy's own state, the type
+    # shuffler, the lease clock): saved before each round and put back when its plan is not the
+    # one carried out (framework.Component.round_state), so a round is idempotent
+    round_state = ("received", "deficits", "worker_time", "allocation", "need_update", "last_reset", "last_t",
+                   "lease_end", "on", "capacity", "shuffler", "alloc_fn", "assigned")
 
     def __init__(self, policy: str = "max_min_fairness_perf", throughputs: str = "gavel", round_s: float = 360.0,
                  min_reset_s: float = 1920.0, seed: int = 0) -> None:

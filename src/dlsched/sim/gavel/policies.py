@@ -103,6 +103,7 @@ class _FinishTime:
         if not jobs:
             return {}
         ref = None if self.perf else (getattr(table, "reference", None) or "V100")
+        self.iso_time = {j.job_id: self.iso_time[j.job_id] for j in jobs if j.job_id in self.iso_time}   # left: gone
         out = []
         for j in jobs:
             c = self.iso_time.get(j.job_id, 0.0)
