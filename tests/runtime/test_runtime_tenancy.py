@@ -3,19 +3,7 @@ leaves idle, and the owner takes it back through the runtime's suspend, with the
 job's events and its waiting reason; when the owner's job ends, the borrower resumes."""
 from __future__ import annotations
 
-import time
-
-from conftest import digits_spec, team_queues_server
-
-
-def _wait(s, pred, what: str, timeout: float = 120.0):
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
+from conftest import digits_spec, team_queues_server, wait_until
 
 
 def test_borrow_then_reclaim_on_real_jobs(runtime, tmp_path):
@@ -24,9 +12,9 @@ def test_borrow_then_reclaim_on_real_jobs(runtime, tmp_path):
     a = [s.submit(digits_spec(name=f"a{i}", queue="team-a", **long)) for i in range(4)]
     try:
         # team-a borrows team-b's idle 4 GPUs: all four 2-GPU jobs run on the 8 GPUs
-        _wait(s, lambda: all(s.get(f"/jobs/{j}")["state"] == "running" for j in a), "team-a's four jobs to run")
+        wait_until(lambda: all(s.get(f"/jobs/{j}")["state"] == "running" for j in a), "team-a's four jobs to run", timeout=120.0)
         b = s.submit(digits_spec(name="b0", queue="team-b", **long))
-        _wait(s, lambda: s.get(f"/jobs/{b}")["state"] in ("starting", "running"), "team-b's job to start")
+        wait_until(lambda: s.get(f"/jobs/{b}")["state"] in ("starting", "running"), "team-b's job to start", timeout=120.0)
         taken = [j for j in a if any(e["kind"] == "preempted" for e in s.get(f"/jobs/{j}/events"))]
         assert len(taken) == 1, taken
         why = [e["detail"] for e in s.get(f"/jobs/{taken[0]}/events") if e["kind"] == "preempted"]
@@ -35,12 +23,12 @@ def test_borrow_then_reclaim_on_real_jobs(runtime, tmp_path):
         def over_quota():
             j = s.get(f"/jobs/{taken[0]}")
             return j if "over quota" in j.get("waiting_reason", "") else None
-        j = _wait(s, over_quota, "the victim's reason")
+        j = wait_until(over_quota, "the victim's reason", timeout=120.0)
         assert j["state"] == "queued" and j["waiting_reason"] == (
             "over quota: team-a uses 6 of 4 GPUs and asks 2 more; cannot borrow: the cluster's queues have 0 idle"), j
         # team-b gives its GPUs back: team-a borrows them again, the victim resumes from its checkpoint
         assert s.post(f"/jobs/{b}/cancel").status_code == 200
-        _wait(s, lambda: s.get(f"/jobs/{taken[0]}")["state"] == "running", "the victim to resume")
+        wait_until(lambda: s.get(f"/jobs/{taken[0]}")["state"] == "running", "the victim to resume", timeout=120.0)
     finally:
         for x in a:
             s.post(f"/jobs/{x}/cancel")
