@@ -28,7 +28,6 @@ factor (Gavel's `_populate_job_combination_metadata`), pairs running at the tabl
 """
 from __future__ import annotations
 
-import heapq
 import random
 import time as _time
 from collections.abc import Callable, Sequence
@@ -37,6 +36,7 @@ from dataclasses import dataclass, field
 from dlsched.core.errors import DlschedError
 from dlsched.core.types import JobSpec
 from dlsched.policies.hetero.common import HeteroJob
+from dlsched.sim.gavel.combos import ComboBook
 from dlsched.sim.gavel.policies import Combo, GavelPolicy
 
 ROUND_S = 360.0
@@ -109,10 +109,8 @@ class GavelRounds:
         self._check(self.queue)
         # state of the mechanism (names as in Gavel's Scheduler)
         self.active: dict[str, _Job] = {}
-        self.time_so_far: dict[Combo, dict[str, float]] = {}
-        self.priorities: dict[str, dict[Combo, float]] = {t: {} for t in self.order}
-        self.deficits: dict[str, dict[Combo, float]] = {t: {} for t in self.order}
-        self.worker_time = {t: 0.0 for t in self.order}
+        self.book = ComboBook(self.order, round_s / 2.0)     # time received, deficits, X per combination
+        self.type_index = {t: i for i, t in enumerate(self.order)}
         self.allocation: dict[Combo, dict[str, float]] = {}
         self.need_update = False
         self.last_reset = 0.0
@@ -168,28 +166,18 @@ class GavelRounds:
         jid = job.spec.job_id
         half = self.round_s / 2.0
         self.active[jid] = job
-        self.time_so_far[(jid,)] = {t: half for t in self.order}
-        new = [(jid,)]
+        new = [((jid,), half)]
         if self.policy.packing:
             for other in self.active.values():
                 if other is not job and other.sf == job.sf:
-                    pair = (other.spec.job_id, jid)          # the older job first, as Gavel orders ids
-                    self.time_so_far[pair] = {t: 0.0 for t in self.order}
-                    new.append(pair)
-        for t in self.order:
-            for c in new:
-                self.priorities[t][c] = 0.0
-                self.deficits[t][c] = 0.0
+                    new.append(((other.spec.job_id, jid), 0.0))   # the older job first, as Gavel orders ids
+        for c, received in new:
+            self.book.add(c, received, [min(self.speed(c, t)) > 0.0 for t in self.order])
         self.need_update = True
 
     def _remove(self, jid: str) -> None:
         del self.active[jid]
-        for c in [c for c in self.time_so_far if jid in c]:
-            del self.time_so_far[c]
-        for t in self.order:
-            for c in [c for c in self.priorities[t] if jid in c]:
-                del self.priorities[t][c]
-                self.deficits[t].pop(c, None)
+        self.book.remove_job(jid)
         self.need_update = True
 
     # -- allocation and priorities --------------------------------------------------------------
@@ -202,45 +190,24 @@ class GavelRounds:
                                  max(self.now - j.arrival, 0.0), deadline_in_s=left, entity=j.spec.user))
         return out
 
-    def _reset(self) -> None:
-        elapsed = self.now - self.last_reset
-        half = self.round_s / 2.0
-        for t in self.order:
-            self.worker_time[t] = 0.0
-            for c, times in self.time_so_far.items():
-                received = times[t] - half
-                should = self.allocation[c][t] * elapsed if c in self.allocation else 0.0
-                self.deficits[t][c] = self.deficits[t].get(c, 0.0) + should - received
-                times[t] = half
-                self.worker_time[t] += half
-        self.last_reset = self.now
-
     def _update_priorities(self) -> float:
+        """At a due reset: deficits, then the policy's new X. Every round: the ranks of the
+        combinations with X != 0 (dlsched.sim.gavel.combos)."""
         wall = 0.0
         due = self.now - self.last_reset >= self.min_reset_s or self.last_reset == 0
         if self.need_update and due:
-            self._reset()
+            self.book.reset(self.now - self.last_reset)
+            self.last_reset = self.now
             t0 = _time.perf_counter()
             jobs = self._hetero_jobs()
             alloc = self.alloc_fn(jobs, dict(self.gpus), self.table, self.now)
             wall = _time.perf_counter() - t0
             self.allocation = {c: {t: float(row.get(t, 0.0)) for t in self.order} for c, row in alloc.items()
                                if all(j in self.active for j in c)}
+            self.book.set_allocation(self.allocation)
             self.need_update = False
             self.resets += 1
-        for t in self.order:
-            wt = self.worker_time[t]
-            prio = self.priorities[t]
-            for c in prio:
-                x = self.allocation.get(c)
-                if x is None or x[t] == 0.0:
-                    prio[c] = 0.0
-                    continue
-                if min(self.speed(c, t)) == 0.0:
-                    prio[c] = 0.0
-                    continue
-                frac = self.time_so_far[c][t] / wt if wt != 0.0 else 0.0
-                prio[c] = x[t] / frac if frac > 0.0 else x[t] * 1e9
+        self.book.rank_round()
         return wall
 
     # -- one round ------------------------------------------------------------------------------
@@ -251,23 +218,11 @@ class GavelRounds:
         left = dict(self.gpus)
         taken: set[str] = set()
         out: dict[str, list[tuple[Combo, int]]] = {t: [] for t in order}
-        fifo, alloc = self.policy.fifo, self.allocation
-        # Gavel sorts each type's combinations by (priority, deficit, X) descending, ties in
-        # insertion order, and walks the types' lists one after another; a type's walk can stop
-        # once its GPUs are taken, so a heap yields only the head of its order (Gavel's
-        # continuous sweep, Gandiva at 4.4 jobs/h: thousands of pairs per round; see
-        # benchmarks/bench_gavel.py)
         for t in order:
             if left[t] == 0:
                 continue
-            prio, deficit = self.priorities[t], self.deficits[t]
-            heap = [(-p, -deficit[c], -(alloc[c][t] if c in alloc else 0.0), k, c) for k, (c, p) in enumerate(prio.items())]
-            heapq.heapify(heap)
-            while heap and left[t] > 0:
-                negp, _, _, _, c = heapq.heappop(heap)
+            for c in self.book.walk(self.type_index[t], self.policy.fifo):
                 if any(j in taken for j in c):
-                    continue
-                if min(self.speed(c, t)) <= 0.0 or (fifo and -negp <= 0.0):
                     continue
                 sf = self.active[c[0]].sf
                 if sf > left[t]:
@@ -275,6 +230,8 @@ class GavelRounds:
                 left[t] -= sf
                 taken.update(c)
                 out[t].append((c, sf))
+                if left[t] == 0:
+                    break
         return out
 
     def _place(self, chosen: dict[str, list[tuple[Combo, int]]]) -> dict[Combo, tuple[str, tuple[int, ...]]]:
@@ -406,9 +363,7 @@ class GavelRounds:
             if m.remaining <= 0:
                 m.finish = fin
                 done.append(m)
-        if c in self.time_so_far:
-            self.time_so_far[c][t] += elapsed
-            self.worker_time[t] += elapsed
+        self.book.received(c, self.type_index[t], elapsed)
         for m in done:
             self._remove(m.spec.job_id)
             if want is not None:

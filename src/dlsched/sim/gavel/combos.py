@@ -1,0 +1,181 @@
+"""The round mechanism's book of combinations (`GavelRounds`): each combination's time received,
+deficit and X per GPU type, in arrays indexed by slot, and each type's greedy order.
+
+A slot is given at arrival and never reused, so slot order is insertion order, Gavel's tie
+break. The book answers `walk(type)`: the combinations in Gavel's order for that type's greedy
+pass, (priority, deficit, X) descending, ties by insertion, without sorting every combination
+every round. Between two resets X and the deficits do not change, so neither does the order of
+the combinations whose priority is 0 (X = 0 on the type, or no X because they arrived after the
+reset): that order is sorted once per reset, and the arrivals since (deficit 0, X 0, the
+newest slots) fall between its entries with deficit >= 0 and those below. Only the few
+combinations with X != 0 are ranked each round. A combination that cannot run on a type (no
+speed) is in none of its lists: the greedy pass would skip it.
+
+Why: Gandiva's pairs. Gavel's continuous sweep at 4.4 jobs/h holds thousands of pairs, and
+sorting them all each round took 400 of the cell's 500 s (benchmarks/bench_gavel.py).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
+
+Combo = tuple[str, ...]
+
+
+class ComboBook:
+    def __init__(self, types: Sequence[str], half_round_s: float) -> None:
+        self.types = list(types)
+        self.half = half_round_s
+        k, cap = len(self.types), 256
+        self.tsf = np.zeros((cap, k))            # time received since the last reset (+ half a round for singles)
+        self.dfc = np.zeros((cap, k))            # deficit
+        self.X = np.zeros((cap, k))              # the allocation in force
+        self.ok = np.zeros((cap, k), dtype=bool)  # runs on the type (every member has a speed)
+        self.alive = np.zeros(cap, dtype=bool)
+        self.combos: list[Combo] = []
+        self.slot: dict[Combo, int] = {}
+        self.of_job: dict[str, list[int]] = {}
+        self.worker_time = [0.0] * k
+        self.n = self.live = 0
+        self.fresh_from = 0
+        self._zero: list[tuple[list[int], list[int]]] = [([], []) for _ in range(k)]
+        self._pos: list[np.ndarray] = [np.zeros(0, dtype=np.int64) for _ in range(k)]
+        self._neg: list[np.ndarray] = [np.zeros(0, dtype=np.int64) for _ in range(k)]
+        self._ranked: list[tuple[list[int], list[int]]] = [([], []) for _ in range(k)]
+
+    def __len__(self) -> int:
+        return self.live
+
+    def __contains__(self, combo: Combo) -> bool:
+        return combo in self.slot
+
+    # -- the set of combinations ------------------------------------------------------------------
+    def add(self, combo: Combo, received: float, runs_on: Sequence[bool]) -> None:
+        if self.n == len(self.alive):
+            self._grow(2 * self.n)
+        s = self.n
+        self.n += 1
+        self.live += 1
+        self.combos.append(combo)
+        self.slot[combo] = s
+        self.tsf[s] = received
+        self.dfc[s] = 0.0
+        self.X[s] = 0.0
+        self.ok[s] = runs_on
+        self.alive[s] = True
+        for j in combo:
+            self.of_job.setdefault(j, []).append(s)
+
+    def remove_job(self, job_id: str) -> None:
+        for s in self.of_job.pop(job_id, ()):
+            if self.alive[s]:
+                self.alive[s] = False
+                del self.slot[self.combos[s]]
+                self.live -= 1
+
+    def _grow(self, cap: int) -> None:
+        for name in ("tsf", "dfc", "X", "ok", "alive"):
+            old = getattr(self, name)
+            new = np.zeros((cap,) + old.shape[1:], dtype=old.dtype)
+            new[: self.n] = old[: self.n]
+            setattr(self, name, new)
+
+    def _compact(self) -> None:
+        """Drop the dead slots, keeping the order of the live ones."""
+        keep = np.flatnonzero(self.alive[: self.n])
+        for name in ("tsf", "dfc", "X", "ok", "alive"):
+            arr = getattr(self, name)
+            arr[: len(keep)] = arr[keep]
+            arr[len(keep): self.n] = 0
+        self.combos = [self.combos[s] for s in keep.tolist()]
+        self.n = len(keep)
+        self.slot = {c: s for s, c in enumerate(self.combos)}
+        self.of_job = {}
+        for s, c in enumerate(self.combos):
+            for j in c:
+                self.of_job.setdefault(j, []).append(s)
+
+    # -- time received, resets and X --------------------------------------------------------------
+    def received(self, combo: Combo, ti: int, seconds: float) -> None:
+        s = self.slot.get(combo)
+        if s is not None:
+            self.tsf[s, ti] += seconds
+            self.worker_time[ti] += seconds
+
+    def reset(self, elapsed: float) -> None:
+        """Each live combination's deficit grows by X * elapsed - the time it received; every time
+        received restarts at half a round."""
+        n, a = self.n, self.alive[: self.n]
+        received = self.tsf[:n] - self.half
+        grown = self.dfc[:n] + self.X[:n] * elapsed - received
+        self.dfc[:n] = np.where(a[:, None], grown, self.dfc[:n])
+        self.tsf[:n][a] = self.half
+        self.worker_time = [self.half * self.live] * len(self.types)
+
+    def set_allocation(self, alloc: Mapping[Combo, Mapping[str, float]]) -> None:
+        """X from the policy's answer (combinations it leaves out get 0); each type's lists are
+        rebuilt for the rounds until the next reset."""
+        if self.n > 1024 and self.n > 2 * self.live:
+            self._compact()
+        n = self.n
+        self.X[:n] = 0.0
+        for c, row in alloc.items():
+            s = self.slot.get(c)
+            if s is not None:
+                self.X[s] = [row[t] for t in self.types]
+        live = self.alive[:n]
+        for ti in range(len(self.types)):
+            cand = live & self.ok[:n, ti]
+            x = self.X[:n, ti]
+            self._pos[ti] = np.flatnonzero(cand & (x > 0))
+            self._neg[ti] = np.flatnonzero(cand & (x < 0))
+            zero = np.flatnonzero(cand & (x == 0))
+            d = self.dfc[zero, ti]
+            order = np.lexsort((zero, -d))
+            ranked, d = zero[order], d[order]
+            split = int(np.count_nonzero(d >= 0))
+            self._zero[ti] = (ranked[:split].tolist(), ranked[split:].tolist())
+        self.fresh_from = n
+
+    def _rank(self, slots: np.ndarray, ti: int) -> list[int]:
+        """Slots with X != 0 by (priority, deficit, X) descending, then slot; priority = X /
+        (time received / the type's time), X * 1e9 when nothing was received."""
+        slots = slots[self.alive[slots]]
+        if len(slots) == 0:
+            return []
+        x = self.X[slots, ti]
+        wt = self.worker_time[ti]
+        frac = self.tsf[slots, ti] / wt if wt != 0.0 else np.zeros(len(slots))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p = np.where(frac > 0.0, x / np.where(frac > 0.0, frac, 1.0), x * 1e9)
+        return slots[np.lexsort((slots, -x, -self.dfc[slots, ti], -p))].tolist()
+
+    def rank_round(self) -> None:
+        """Rank the combinations with X != 0 for this round (their priorities change as time is
+        received)."""
+        for ti in range(len(self.types)):
+            self._ranked[ti] = (self._rank(self._pos[ti], ti), self._rank(self._neg[ti], ti))
+
+    def walk(self, ti: int, positive_only: bool) -> Iterator[Combo]:
+        """Type ti's combinations in Gavel's greedy order; `positive_only` stops after those with
+        priority > 0 (FIFO labels)."""
+        alive, combos = self.alive, self.combos
+        pos, neg = self._ranked[ti]
+        for s in pos:
+            yield combos[s]
+        if positive_only:
+            return
+        head, tail = self._zero[ti]
+        ok = self.ok
+        for s in head:
+            if alive[s]:
+                yield combos[s]
+        for s in range(self.fresh_from, self.n):
+            if alive[s] and ok[s, ti]:
+                yield combos[s]
+        for s in tail:
+            if alive[s]:
+                yield combos[s]
+        for s in neg:
+            yield combos[s]

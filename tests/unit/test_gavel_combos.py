@@ -1,0 +1,111 @@
+"""The round mechanism's book of combinations gives each type's greedy order exactly as a full
+sort of every combination by (priority, deficit, X) descending, ties by insertion, would."""
+from __future__ import annotations
+
+import random
+
+from dlsched.sim.gavel.combos import ComboBook
+
+TYPES = ("V100", "P100", "K80")
+HALF = 180.0
+
+
+class Reference:
+    """Gavel's dictionaries, sorted in full every round."""
+
+    def __init__(self):
+        self.tsf, self.dfc, self.ok, self.seq = {}, {}, {}, {}
+        self.alloc, self.wt = {}, {t: 0.0 for t in TYPES}
+
+    def add(self, c, received, ok):
+        self.seq[c] = len(self.seq)
+        self.tsf[c] = {t: received for t in TYPES}
+        self.dfc[c] = {t: 0.0 for t in TYPES}
+        self.ok[c] = dict(zip(TYPES, ok))
+
+    def remove_job(self, j):
+        for c in [c for c in self.tsf if j in c]:
+            del self.tsf[c], self.dfc[c]
+
+    def reset(self, elapsed):
+        for t in TYPES:
+            self.wt[t] = 0.0
+            for c in self.tsf:
+                x = self.alloc[c][t] if c in self.alloc else 0.0
+                self.dfc[c][t] = self.dfc[c][t] + x * elapsed - (self.tsf[c][t] - HALF)
+                self.tsf[c][t] = HALF
+                self.wt[t] += HALF
+
+    def received(self, c, t, s):
+        if c in self.tsf:
+            self.tsf[c][t] += s
+            self.wt[t] += s
+
+    def order(self, t, positive_only):
+        rows = []
+        for c in self.tsf:
+            if not self.ok[c][t]:
+                continue
+            x = self.alloc[c][t] if c in self.alloc else 0.0
+            frac = self.tsf[c][t] / self.wt[t] if self.wt[t] != 0.0 else 0.0
+            p = 0.0 if x == 0.0 else (x / frac if frac > 0.0 else x * 1e9)
+            if positive_only and p <= 0.0:
+                continue
+            rows.append((-p, -self.dfc[c][t], -x, self.seq[c], c))
+        return [r[-1] for r in sorted(rows)]
+
+
+def test_walk_is_the_full_sort_through_arrivals_departures_resets_and_compaction():
+    rng = random.Random(7)
+    book, ref = ComboBook(TYPES, HALF), Reference()
+    jobs, next_id = [], 0
+    for step in range(400):
+        if rng.random() < 0.6 or len(jobs) < 3:
+            jid = f"j{next_id}"
+            next_id += 1
+            new = [((jid,), HALF)] + [((o, jid), 0.0) for o in jobs if rng.random() < 0.5]
+            jobs.append(jid)
+            for c, r in new:
+                ok = [rng.random() < 0.9 for _ in TYPES]
+                book.add(c, r, ok)
+                ref.add(c, r, ok)
+        if rng.random() < 0.35 and jobs:
+            gone = jobs.pop(rng.randrange(len(jobs)))
+            book.remove_job(gone)
+            ref.remove_job(gone)
+        live = list(ref.tsf)
+        for c in rng.sample(live, min(len(live), 5)):
+            t = rng.randrange(len(TYPES))
+            s = rng.choice([360.0, 120.5, 17.25])
+            book.received(c, t, s)
+            ref.received(c, TYPES[t], s)
+        if step % 6 == 0:
+            elapsed = rng.choice([1920.0, 2160.0, 2500.5])
+            book.reset(elapsed)
+            ref.reset(elapsed)
+            alloc = {}
+            for c in rng.sample(live, len(live) // 3):
+                alloc[c] = {t: rng.choice([0.0, 0.0, 0.25, 0.5, 1.0, -1e-12]) for t in TYPES}
+            ref.alloc = alloc
+            book.set_allocation(alloc)
+        book.rank_round()
+        for ti, t in enumerate(TYPES):
+            for positive_only in (False, True):
+                assert list(book.walk(ti, positive_only)) == ref.order(t, positive_only), (step, t, positive_only)
+    assert len(book) == len(ref.tsf)
+
+
+def test_compaction_keeps_the_order_and_the_book():
+    book = ComboBook(TYPES, HALF)
+    for i in range(3000):
+        book.add((f"j{i}",), HALF, [True, True, True])
+    for i in range(3000):
+        if i % 3:
+            book.remove_job(f"j{i}")
+    book.reset(1920.0)
+    book.set_allocation({})
+    assert book.n == 1000 and len(book) == 1000
+    book.rank_round()
+    assert list(book.walk(0, False)) == [(f"j{i}",) for i in range(0, 3000, 3)]
+    book.received(("j3",), 0, 50.0)
+    assert book.tsf[book.slot[("j3",)], 0] == HALF + 50.0
