@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
+
 from dlsched.sim.gavel.combos import ComboBook
 
 TYPES = ("V100", "P100", "K80")
@@ -67,7 +69,7 @@ def test_walk_is_the_full_sort_through_arrivals_departures_resets_and_compaction
             jobs.append(jid)
             for c, r in new:
                 ok = [rng.random() < 0.9 for _ in TYPES]
-                book.add(c, r, ok)
+                book.add(c, r, ok, [int(j[1:]) for j in c])
                 ref.add(c, r, ok)
         if rng.random() < 0.35 and jobs:
             gone = jobs.pop(rng.randrange(len(jobs)))
@@ -89,16 +91,24 @@ def test_walk_is_the_full_sort_through_arrivals_departures_resets_and_compaction
             ref.alloc = alloc
             book.set_allocation(alloc)
         book.rank_round()
+        taken = np.zeros(next_id, dtype=bool)
         for ti, t in enumerate(TYPES):
             for positive_only in (False, True):
-                assert list(book.walk(ti, positive_only)) == ref.order(t, positive_only), (step, t, positive_only)
+                assert list(book.walk(ti, positive_only, taken)) == ref.order(t, positive_only), (step, t, positive_only)
+        # jobs given GPUs before the walk are filtered out, past the combinations with priority > 0
+        taken[rng.sample(range(next_id), next_id // 2)] = True
+        for ti, t in enumerate(TYPES):
+            want = ref.order(t, False)
+            head = ref.order(t, True)
+            rest = [c for c in want[len(head):] if not any(taken[int(j[1:])] for j in c)]
+            assert list(book.walk(ti, False, taken)) == head + rest
     assert len(book) == len(ref.tsf)
 
 
 def test_compaction_keeps_the_order_and_the_book():
     book = ComboBook(TYPES, HALF)
     for i in range(3000):
-        book.add((f"j{i}",), HALF, [True, True, True])
+        book.add((f"j{i}",), HALF, [True, True, True], [i])
     for i in range(3000):
         if i % 3:
             book.remove_job(f"j{i}")
@@ -106,6 +116,6 @@ def test_compaction_keeps_the_order_and_the_book():
     book.set_allocation({})
     assert book.n == 1000 and len(book) == 1000
     book.rank_round()
-    assert list(book.walk(0, False)) == [(f"j{i}",) for i in range(0, 3000, 3)]
+    assert list(book.walk(0, False, np.zeros(3000, dtype=bool))) == [(f"j{i}",) for i in range(0, 3000, 3)]
     book.received(("j3",), 0, 50.0)
     assert book.tsf[book.slot[("j3",)], 0] == HALF + 50.0

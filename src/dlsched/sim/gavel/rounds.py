@@ -33,6 +33,8 @@ import time as _time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from dlsched.core.errors import DlschedError
 from dlsched.core.types import JobSpec
 from dlsched.policies.hetero.common import HeteroJob
@@ -110,6 +112,7 @@ class GavelRounds:
         # state of the mechanism (names as in Gavel's Scheduler)
         self.active: dict[str, _Job] = {}
         self.book = ComboBook(self.order, round_s / 2.0)     # time received, deficits, X per combination
+        self.taken = np.zeros(len(self.queue) + 1, dtype=bool)  # by job number: given GPUs this round
         self.type_index = {t: i for i, t in enumerate(self.order)}
         self.allocation: dict[Combo, dict[str, float]] = {}
         self.need_update = False
@@ -172,7 +175,10 @@ class GavelRounds:
                 if other is not job and other.sf == job.sf:
                     new.append(((other.spec.job_id, jid), 0.0))   # the older job first, as Gavel orders ids
         for c, received in new:
-            self.book.add(c, received, [min(self.speed(c, t)) > 0.0 for t in self.order])
+            self.book.add(c, received, [min(self.speed(c, t)) > 0.0 for t in self.order],
+                          [self.active[j].idx for j in c])
+        if job.idx >= len(self.taken):
+            self.taken = np.zeros(2 * job.idx + 1, dtype=bool)
         self.need_update = True
 
     def _remove(self, jid: str) -> None:
@@ -216,19 +222,23 @@ class GavelRounds:
         if self.policy.shuffles_types:
             self.shuffler.shuffle(order)
         left = dict(self.gpus)
-        taken: set[str] = set()
+        taken = self.taken
+        taken[:] = False
+        active = self.active
         out: dict[str, list[tuple[Combo, int]]] = {t: [] for t in order}
         for t in order:
             if left[t] == 0:
                 continue
-            for c in self.book.walk(self.type_index[t], self.policy.fifo):
-                if any(j in taken for j in c):
+            for c in self.book.walk(self.type_index[t], self.policy.fifo, taken):
+                members = [active[j] for j in c]
+                if any(taken[m.idx] for m in members):
                     continue
-                sf = self.active[c[0]].sf
+                sf = members[0].sf
                 if sf > left[t]:
                     continue
                 left[t] -= sf
-                taken.update(c)
+                for m in members:
+                    taken[m.idx] = True
                 out[t].append((c, sf))
                 if left[t] == 0:
                     break
