@@ -83,7 +83,7 @@ def test_knee_of_gavels_published_curves():
 
 
 def test_the_experiment_prints_our_figure_beside_gavels_from_the_runs():
-    res = run_experiment(labels=("FIFO", "Gavel-FIFO"), rates=(0.4, 2.0), window=(30, 60))
+    res = run_experiment(labels=("FIFO", "Gavel-FIFO"), rates=(0.4, 2.0), window=(30, 60), workers=1)
     assert [(r["policy"], r["jobs/h"]) for r in res.published] == [("FIFO", 0.4), ("FIFO", 2.0),
                                                                      ("Gavel-FIFO", 0.4), ("Gavel-FIFO", 2.0)]
     for row in res.published:
@@ -93,3 +93,12 @@ def test_the_experiment_prints_our_figure_beside_gavels_from_the_runs():
         assert float(row["ours (h)"]) == pytest.approx(window.jct_s.mean() / 3600, abs=0.006)
         assert row["Gavel (h)"] == f"{dict(zip(RATES, PUBLISHED[row['policy']][1]))[row['jobs/h']]:.2f}"
     assert len(res.checks) == 4 and all(c.detail for c in res.checks)
+
+
+def test_the_experiment_runs_its_policies_side_by_side_on_ray_with_the_same_figures():
+    # one Ray task a policy (a private local Ray, 2 CPUs); the same figures as one after another
+    kw = dict(labels=("FIFO", "Gavel-LAS"), rates=(0.4, 2.0), window=(30, 60))
+    apart, here = run_experiment(workers=2, **kw), run_experiment(workers=1, **kw)
+    strip = [{k: v for k, v in r.items() if k != "wall s"} for r in apart.published]
+    assert strip == [{k: v for k, v in r.items() if k != "wall s"} for r in here.published]
+    assert [c.ok for c in apart.checks] == [c.ok for c in here.checks]

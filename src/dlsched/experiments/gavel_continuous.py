@@ -90,18 +90,46 @@ def cell(policy: str, rate: float, *, seed: int = 0, window: tuple[int, int] = W
     return float(w.jct_s.mean()) / 3600.0, res, time.perf_counter() - t0
 
 
+def series(policy: str, their_knee: float | None, rates=RATES, window: tuple[int, int] = WINDOW) -> list[tuple]:
+    """One policy's cells in increasing rate, stopping one rate past both knees (ours and
+    Gavel's): [(rate, mean JCT h, SimResult, wall s)]."""
+    out, ours = [], {}
+    for rate in rates:
+        jct, res, wall = cell(policy, rate, window=window)
+        ours[rate] = jct
+        out.append((rate, jct, res, wall))
+        k = knee(ours, rates)
+        if k is not None and (their_knee is None or rate > their_knee) and rate > k:
+            break
+    return out
+
+
+def _all_series(jobs: list[tuple], rates, window, workers: int | None) -> list[list[tuple]]:
+    """Each (policy, Gavel's knee) series: in this process with one worker, else one Ray task a
+    policy on a private local Ray (dlsched.sweep.engine), `workers` CPUs (default: every core)."""
+    import os
+    workers = min(len(jobs), workers or os.cpu_count() or 1)
+    if workers <= 1:
+        return [series(p, k, rates, window) for p, k in jobs]
+    from dlsched.sweep.engine import ray_session
+    with ray_session(workers=workers) as ray:
+        task = ray.remote(num_cpus=1, max_retries=0)(series)
+        return ray.get([task.remote(p, k, rates, window) for p, k in jobs])
+
+
 def run(seeds: int = 1, labels=CHECKED, rates=RATES, window: tuple[int, int] = WINDOW,
-        published: dict | None = None) -> ExperimentResult:
-    """`labels`, `rates`, `window` and `published` narrow it (tests); the experiment runs all."""
+        published: dict | None = None, workers: int | None = None) -> ExperimentResult:
+    """`labels`, `rates`, `window` and `published` narrow it (tests); the experiment runs all.
+    Policies run side by side on Ray (`workers`: 1 runs them here, one after another)."""
     pub_table = published or PUBLISHED
     rows, pub_rows, checks, results = [], [], [], {}
-    for label in labels:
-        policy, pub = pub_table[label]
-        theirs = dict(zip(RATES, pub))
-        their_knee = knee(theirs, rates)
+    knees = {label: knee(dict(zip(RATES, pub_table[label][1])), rates) for label in labels}
+    runs = _all_series([(pub_table[label][0], knees[label]) for label in labels], rates, window, workers)
+    for label, cells in zip(labels, runs):
+        theirs = dict(zip(RATES, pub_table[label][1]))
+        their_knee = knees[label]
         ours: dict[float, float | None] = {}
-        for rate in rates:
-            jct, res, wall = cell(policy, rate, window=window)
+        for rate, jct, res, wall in cells:
             ours[rate] = jct
             results.setdefault(f"{rate} jobs/h", {})[label] = [res]
             s = res.summary
@@ -115,9 +143,6 @@ def run(seeds: int = 1, labels=CHECKED, rates=RATES, window: tuple[int, int] = W
                              "ours (h)": f"{jct:.2f}", "Gavel's code (h)": "-" if code is None else f"{code:.2f}",
                              "diff": "-" if t is None else f"{(jct - t) / t * 100:+.1f} %",
                              "wall s": f"{wall:.0f}"})
-            k = knee(ours, rates)
-            if k is not None and (their_knee is None or rate > their_knee) and rate > k:
-                break
         our_knee = knee(ours, rates)
         below = [r for r in ours if their_knee is None or r < their_knee]
         off = [f"{r}: {ours[r]:.2f} h against {theirs[r]:.2f}" for r in below
