@@ -66,7 +66,7 @@ class _Job:
     suspends: int = 0
     gpu_s: float = 0.0
     types: dict = field(default_factory=dict)       # GPU type -> seconds run on it
-    ran_last: bool = False
+    v: dict = field(default_factory=dict)           # GPU type -> steps/s alone (0: cannot run there)
 
     @property
     def remaining(self) -> float:
@@ -169,6 +169,7 @@ class GavelRounds:
         jid = job.spec.job_id
         half = self.round_s / 2.0
         self.active[jid] = job
+        job.v = {t: self.speed((jid,), t)[0] for t in self.order}
         new = [((jid,), half)]
         if self.policy.packing:
             for other in self.active.values():
@@ -285,6 +286,7 @@ class GavelRounds:
         running: list[tuple[float, Combo, str, list[int]]] = []
         round_start, round_end = 0.0, None
         stuck = 0                                      # rounds in a row with nothing to run or to wait for
+        ran_last: set[str] = set()
         if pending:
             self.now = pending[-1].arrival
         while True:
@@ -315,23 +317,25 @@ class GavelRounds:
             chosen = self._greedy()
             self.assignment = self._place(chosen)
             busy = 0
+            now, active, round_s = self.now, self.active, self.round_s
             for c, (t, ids) in self.assignment.items():
-                steps, end = [], self.now
-                for jid, v in zip(c, self.speed(c, t)):
-                    job = self.active[jid]
-                    n = min(int(v * self.round_s), job.remaining)
+                speeds = (active[c[0]].v[t],) if len(c) == 1 else self.speed(c, t)
+                steps, end = [], now
+                for jid, v in zip(c, speeds):
+                    job = active[jid]
+                    n = min(int(v * round_s), job.total - job.done)
                     steps.append(n)
-                    end = max(end, self.now + n / v)
-                    job.last_ts = self.now
+                    end = max(end, now + n / v)
+                    job.last_ts = now
                     if job.first_start is None:
-                        job.first_start = self.now
+                        job.first_start = now
                 running.append((end, c, t, steps))
                 busy += len(ids)
             on_now = {j for c in self.assignment for j in c}
-            for job in self.active.values():
-                on = job.spec.job_id in on_now
-                job.suspends += job.ran_last and not on
-                job.ran_last = on
+            for jid in ran_last - on_now:                # suspended: ran in the last round, not in this one
+                if jid in active:
+                    active[jid].suspends += 1
+            ran_last = on_now
             if running:
                 stuck = 0
             elif stuck > 1:
@@ -344,15 +348,15 @@ class GavelRounds:
                         self.lease_opportunities, self.now)
 
     def _complete(self, c: Combo, t: str, steps: list, fin: float, round_start: float, want) -> None:
-        members = [self.active.get(j) for j in c]
-        live = [m for m in members if m is not None]
-        if not live:
-            return
+        active = self.active
+        members = [active.get(j) for j in c]
         elapsed = fin - round_start
-        if any(n <= 0 or elapsed <= 0 for m, n in zip(members, steps) if m is not None):
+        if all(m is None for m in members):
+            return
+        if elapsed <= 0 or any(n <= 0 for m, n in zip(members, steps) if m is not None):
             self.need_update = True
             if len(c) == 1:
-                job = live[0]
+                job = members[0]
                 job.failures += 1
                 if job.failures >= MAX_FAILED_ATTEMPTS:
                     job.failed = True
@@ -370,7 +374,7 @@ class GavelRounds:
             m.last_ts = fin
             m.types[t] = m.types.get(t, 0.0) + elapsed
             m.gpu_s += elapsed * m.sf
-            if m.remaining <= 0:
+            if m.done >= m.total:
                 m.finish = fin
                 done.append(m)
         self.book.received(c, self.type_index[t], elapsed)
