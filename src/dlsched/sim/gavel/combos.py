@@ -125,10 +125,16 @@ class ComboBook:
             self._compact()
         n = self.n
         self.X[:n] = 0.0
+        types, slots, rows = self.types, [], []
         for c, row in alloc.items():
             s = self.slot.get(c)
             if s is not None:
-                self.X[s] = [row[t] for t in self.types]
+                vals = [row[t] for t in types]
+                if any(vals):
+                    slots.append(s)
+                    rows.append(vals)
+        if slots:
+            self.X[slots] = rows
         live = self.alive[:n]
         for ti in range(len(self.types)):
             cand = live & self.ok[:n, ti]

@@ -209,8 +209,9 @@ class GavelRounds:
             jobs = self._hetero_jobs()
             alloc = self.alloc_fn(jobs, dict(self.gpus), self.table, self.now)
             wall = _time.perf_counter() - t0
-            self.allocation = {c: {t: float(row.get(t, 0.0)) for t in self.order} for c, row in alloc.items()
-                               if all(j in self.active for j in c)}
+            active, order = self.active, self.order
+            self.allocation = {c: {t: float(row.get(t, 0.0)) for t in order} for c, row in alloc.items()
+                               if (c[0] in active if len(c) == 1 else all(j in active for j in c))}
             self.book.set_allocation(self.allocation)
             self.need_update = False
             self.resets += 1
