@@ -36,6 +36,19 @@ def test_the_perf_policy_runs_a_job_on_its_fastest_type_and_finishes_sooner():
     assert perf.jct_s.mean() < blind.jct_s.mean()
 
 
+def test_a_type_agnostic_policy_keeps_a_running_job_on_its_type():
+    # LAS, Themis and isolated give every job the same share of each type: with GPUs to spare a
+    # job runs to its end where it started (type by type, each lease moved it: 44,626
+    # suspensions for 300 jobs at 4 jobs/h); with too few GPUs they still time-slice
+    jobs = gen_gavel(0, rate=2, jobs=20)
+    for p in ("gavel-max-min-fairness", "gavel-finish-time-fairness", "gavel-isolated"):
+        j = dlsched.simulate("gavel-12:12:12", jobs, p, throughputs="gavel").jobs
+        assert (j.state == "done").all() and j.suspends.sum() == 0, p
+        assert not j.gpu_type_run.str.contains("+", regex=False).any(), p
+    busy = dlsched.simulate("gavel-2:2:2", gen_gavel(0, rate=4, jobs=30), "gavel-max-min-fairness", throughputs="gavel")
+    assert busy.summary["finished"] == 30 and busy.jobs.suspends.sum() > 0
+
+
 def test_a_job_the_table_does_not_know_runs_type_blind_and_one_too_big_for_any_type_is_rejected():
     # the demo workload's models are not Gavel's job types; its jobs of more than 2 GPUs fit the
     # cluster's 6 GPUs but no single type's 2: rejected at arrival, not left waiting forever
