@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import numpy as np
 
 Combo = tuple[str, ...]
+_SMALL = 24          # up to this many, a type's lists are also kept and walked as Python lists
 
 
 class ComboBook:
@@ -44,6 +45,11 @@ class ComboBook:
         self._pos: list[np.ndarray] = [np.zeros(0, dtype=np.int64) for _ in range(k)]
         self._neg: list[np.ndarray] = [np.zeros(0, dtype=np.int64) for _ in range(k)]
         self._ranked: list[tuple[list[int], np.ndarray]] = [([], np.zeros(0, dtype=np.int64)) for _ in range(k)]
+        # the same, as lists, where they are short (most rounds at low load: numpy's cost per call
+        # is then the round's cost; Gavel-LAS at 0.4 jobs/h, benchmarks/bench_gavel.py)
+        self._pos_rows: list[list | None] = [[] for _ in range(k)]
+        self._neg_rows: list[list | None] = [[] for _ in range(k)]
+        self._zero_list: list[list | None] = [[] for _ in range(k)]
 
     def __len__(self) -> int:
         return self.live
@@ -141,22 +147,35 @@ class ComboBook:
             x = self.X[:n, ti]
             self._pos[ti] = np.flatnonzero(cand & (x > 0))
             self._neg[ti] = np.flatnonzero(cand & (x < 0))
+            for store, slots in ((self._pos_rows, self._pos[ti]), (self._neg_rows, self._neg[ti])):
+                store[ti] = list(zip(slots.tolist(), x[slots].tolist(), self.dfc[slots, ti].tolist())) \
+                    if len(slots) <= _SMALL else None
             zero = np.flatnonzero(cand & (x == 0))
             d = self.dfc[zero, ti]
             order = np.lexsort((zero, -d))
             ranked, d = zero[order], d[order]
             split = int(np.count_nonzero(d >= 0))
             self._zero[ti] = (ranked[:split], ranked[split:])
+            self._zero_list[ti] = ranked.tolist() if len(ranked) <= _SMALL else None
         self.fresh_from = n
 
-    def _rank(self, slots: np.ndarray, ti: int) -> np.ndarray:
+    def _rank(self, slots: np.ndarray, rows: list | None, ti: int) -> np.ndarray | list[int]:
         """Slots with X != 0 by (priority, deficit, X) descending, then slot; priority = X /
-        (time received / the type's time), X * 1e9 when nothing was received."""
+        (time received / the type's time), X * 1e9 when nothing was received. `rows`: the same
+        slots as (slot, X, deficit) when they are few (the same order, in Python)."""
+        wt = self.worker_time[ti]
+        if rows is not None:
+            alive, tsf, keyed = self.alive, self.tsf, []
+            for s, x, d in rows:
+                if alive[s]:
+                    f = float(tsf[s, ti]) / wt if wt != 0.0 else 0.0
+                    keyed.append((-(x / f if f > 0.0 else x * 1e9), -d, -x, s))
+            keyed.sort()
+            return [k[3] for k in keyed]
         slots = slots[self.alive[slots]]
         if len(slots) == 0:
             return slots
         x = self.X[slots, ti]
-        wt = self.worker_time[ti]
         frac = self.tsf[slots, ti] / wt if wt != 0.0 else np.zeros(len(slots))
         with np.errstate(divide="ignore", invalid="ignore"):
             p = np.where(frac > 0.0, x / np.where(frac > 0.0, frac, 1.0), x * 1e9)
@@ -166,7 +185,10 @@ class ComboBook:
         """Rank the combinations with X != 0 for this round (their priorities change as time is
         received)."""
         for ti in range(len(self.types)):
-            self._ranked[ti] = (self._rank(self._pos[ti], ti).tolist(), self._rank(self._neg[ti], ti))
+            pos = self._rank(self._pos[ti], self._pos_rows[ti], ti)
+            neg = self._rank(self._neg[ti], self._neg_rows[ti], ti)
+            self._ranked[ti] = (pos if isinstance(pos, list) else pos.tolist(),
+                                np.asarray(neg, dtype=np.int64) if isinstance(neg, list) else neg)
 
     def walk(self, ti: int, positive_only: bool, taken: np.ndarray) -> Iterator[Combo]:
         """Type ti's combinations in Gavel's greedy order; `positive_only` stops after those with
@@ -181,6 +203,13 @@ class ComboBook:
         if positive_only:
             return
         head, tail = self._zero[ti]
+        if self.fresh_from == self.n and self._zero_list[ti] is not None and len(neg) <= _SMALL:
+            alive, mem = self.alive, self.mem      # few: in Python
+            for s in self._zero_list[ti] + neg.tolist():
+                a, b = mem[s]
+                if alive[s] and not taken[a] and (b < 0 or not taken[b]):
+                    yield combos[s]
+            return
         fresh = np.arange(self.fresh_from, self.n)
         fresh = fresh[self.alive[fresh] & self.ok[fresh, ti]]
         rest = np.concatenate((head, fresh, tail, neg))
