@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dlsched.experiments.gavel_continuous import PUBLISHED, RATES, knee, run as run_experiment
+from dlsched.experiments.gavel_continuous import GAVEL_CODE, PUBLISHED, RATES, g2_checks, knee, run as run_experiment
 from dlsched.sim.gavel import GAVEL_POLICIES
 
 DLSCHED = str(Path(sys.executable).parent / "dlsched")
@@ -102,3 +102,15 @@ def test_the_experiment_runs_its_policies_side_by_side_on_ray_with_the_same_figu
     strip = [{k: v for k, v in r.items() if k != "wall s"} for r in apart.published]
     assert strip == [{k: v for k, v in r.items() if k != "wall s"} for r in here.published]
     assert [c.ok for c in apart.checks] == [c.ok for c in here.checks]
+
+
+def test_g2_holds_us_to_gavels_code_where_we_ran_it_and_to_its_notebook_elsewhere():
+    # LAS at 4.8 jobs/h: its notebook says 35.79 h, its code on the same jobs 38.02 h
+    theirs = dict(zip(RATES, PUBLISHED["LAS"][1]))
+    ours = {0.4: 23.3, 2.0: 23.5, 4.8: 38.04, 5.2: 64.0}
+    rates = (0.4, 2.0, 4.8, 5.2)
+    by_code, by_notebook = g2_checks("LAS", ours, theirs, rates, GAVEL_CODE), g2_checks("LAS", ours, theirs, rates, {})
+    assert by_code[0].ok and "4.8 jobs/h against Gavel's code" in by_code[0].detail
+    assert not by_notebook[0].ok and "4.8: 38.04 h against 35.79" in by_notebook[0].detail
+    assert by_code[1].ok and by_notebook[1].ok
+    assert not g2_checks("LAS", {**ours, 2.0: 26.0}, theirs, rates, GAVEL_CODE)[0].ok
