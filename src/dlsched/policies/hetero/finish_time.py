@@ -16,7 +16,9 @@ max_m rho_m(X_k), one LP (HiGHS) max s s.t. s <= ((rho_k D_m - t_m) tput_m(X) - 
 rho_k. It stops when s or the step falls to a relative 1e-6: 2 to 5 LPs where a bisection on rho
 needed about 11 (Gavel's continuous sweep at 4.8 jobs/h; benchmarks/bench_gavel.py). Gavel hands
 the same program to cvxpy with `inv_pos` (ECOS), which answers to its own tolerance; both give
-the optimum rho*.
+the optimum rho*, not the same X: the optimum fixes only the worst job's ratio, and ECOS's
+interior point spreads the other jobs over every type where HiGHS's vertex puts each on one
+(docs/policies/gavel.md: Gavel-FTF at 4.8 jobs/h, 22.00 h in Gavel's code, 21.26 h here).
 
 - `finish_time_fairness_perf`: the table's T.
 - `finish_time_fairness` (agnostic): T[m, j] := T[m, reference] for every type (Gavel: v100),
