@@ -95,41 +95,66 @@ def cell(policy: str, rate: float, *, seed: int = 0, window: tuple[int, int] = W
     return float(w.jct_s.mean()) / 3600.0, res, time.perf_counter() - t0
 
 
-def series(policy: str, their_knee: float | None, rates=RATES, window: tuple[int, int] = WINDOW) -> list[tuple]:
-    """One policy's cells in increasing rate, stopping one rate past both knees (ours and
-    Gavel's): [(rate, mean JCT h, SimResult, wall s)]."""
-    out, ours = [], {}
-    for rate in rates:
-        jct, res, wall = cell(policy, rate, window=window)
-        ours[rate] = jct
-        out.append((rate, jct, res, wall))
-        k = knee(ours, rates)
-        if k is not None and (their_knee is None or rate > their_knee) and rate > k:
-            break
+def _past_knees(ours: dict, their_knee: float | None, rates, rate: float) -> bool:
+    """A policy's series stops one rate past both knees (ours and Gavel's)."""
+    k = knee(ours, rates)
+    return k is not None and (their_knee is None or rate > their_knee) and rate > k
+
+
+def _all_series(jobs: list[tuple], rates, window, workers: int | None, log) -> list[list[tuple]]:
+    """Each (policy, Gavel's knee) series, [(rate, mean JCT h, SimResult, wall s)] in increasing
+    rate: in this process with one worker, else one Ray task a cell on a private local Ray
+    (dlsched.sweep.engine), `workers` CPUs (default: every core), a policy's next rate submitted
+    when its last one ends. Each cell is logged as it ends."""
+    import os
+    out: list[list[tuple]] = [[] for _ in jobs]
+    ours: list[dict] = [{} for _ in jobs]
+
+    def done(i: int, rate: float, got: tuple) -> bool:
+        jct, res, wall = got
+        out[i].append((rate, jct, res, wall))
+        ours[i][rate] = jct
+        log(f"{jobs[i][0]} at {rate} jobs/h: {jct:.2f} h ({wall:.0f} s)")
+        return _past_knees(ours[i], jobs[i][1], rates, rate)
+
+    workers = min(len(jobs), workers or os.cpu_count() or 1)
+    if workers <= 1:
+        for i, (policy, _) in enumerate(jobs):
+            for rate in rates:
+                if done(i, rate, cell(policy, rate, window=window)):
+                    break
+        return out
+    from dlsched.sweep.engine import ray_session
+    with ray_session(workers=workers) as ray:
+        task = ray.remote(num_cpus=1, max_retries=0)(cell)
+        pending, nxt = {}, [0] * len(jobs)
+
+        def submit(i: int) -> None:
+            rate = rates[nxt[i]]
+            nxt[i] += 1
+            pending[task.remote(jobs[i][0], rate, window=window)] = (i, rate)
+
+        for i in range(len(jobs)):
+            submit(i)
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            i, rate = pending.pop(ready[0])
+            if not done(i, rate, ray.get(ready[0])) and nxt[i] < len(rates):
+                submit(i)
     return out
 
 
-def _all_series(jobs: list[tuple], rates, window, workers: int | None) -> list[list[tuple]]:
-    """Each (policy, Gavel's knee) series: in this process with one worker, else one Ray task a
-    policy on a private local Ray (dlsched.sweep.engine), `workers` CPUs (default: every core)."""
-    import os
-    workers = min(len(jobs), workers or os.cpu_count() or 1)
-    if workers <= 1:
-        return [series(p, k, rates, window) for p, k in jobs]
-    from dlsched.sweep.engine import ray_session
-    with ray_session(workers=workers) as ray:
-        task = ray.remote(num_cpus=1, max_retries=0)(series)
-        return ray.get([task.remote(p, k, rates, window) for p, k in jobs])
-
-
 def run(seeds: int = 1, labels=CHECKED, rates=RATES, window: tuple[int, int] = WINDOW,
-        published: dict | None = None, workers: int | None = None) -> ExperimentResult:
+        published: dict | None = None, workers: int | None = None, log=None) -> ExperimentResult:
     """`labels`, `rates`, `window` and `published` narrow it (tests); the experiment runs all.
-    Policies run side by side on Ray (`workers`: 1 runs them here, one after another)."""
+    Cells run side by side on Ray (`workers`: 1 runs them here, one after another); `log` (stderr
+    by default) gets a line as each ends."""
+    import sys
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     pub_table = published or PUBLISHED
     rows, pub_rows, checks, results = [], [], [], {}
     knees = {label: knee(dict(zip(RATES, pub_table[label][1])), rates) for label in labels}
-    runs = _all_series([(pub_table[label][0], knees[label]) for label in labels], rates, window, workers)
+    runs = _all_series([(pub_table[label][0], knees[label]) for label in labels], rates, window, workers, log)
     for label, cells in zip(labels, runs):
         theirs = dict(zip(RATES, pub_table[label][1]))
         ours: dict[float, float | None] = {}
