@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dlsched.experiments.gavel_continuous import GAVEL_CODE, PUBLISHED, RATES, g2_checks, knee, run as run_experiment
+from dlsched.experiments.gavel_continuous import GAVEL_CODE, PUBLISHED, RATES, g2_checks, knee, run as run_experiment, series_rates
 from dlsched.sim.gavel import GAVEL_POLICIES
 
 DLSCHED = str(Path(sys.executable).parent / "dlsched")
@@ -114,3 +114,11 @@ def test_g2_holds_us_to_gavels_code_where_we_ran_it_and_to_its_notebook_elsewher
     assert not by_notebook[0].ok and "4.8: 38.04 h against 35.79" in by_notebook[0].detail
     assert by_code[1].ok and by_notebook[1].ok
     assert not g2_checks("LAS", {**ours, 2.0: 26.0}, theirs, rates, GAVEL_CODE)[0].ok
+
+
+def test_a_policy_stops_before_a_rate_gavels_notebook_has_no_figure_for():
+    # FIFO: none at 5.6 and 6.0 (Gavel's runs never finished); AlloX: none at 6.0
+    assert series_rates(dict(zip(RATES, PUBLISHED["FIFO"][1]))) == RATES[:7]
+    assert series_rates(dict(zip(RATES, PUBLISHED["AlloX"][1]))) == RATES[:8]
+    assert series_rates(dict(zip(RATES, PUBLISHED["Gavel-LAS"][1]))) == RATES
+    assert series_rates({0.4: None, 2.0: 1.0}, (0.4, 2.0)) == (0.4, 2.0)

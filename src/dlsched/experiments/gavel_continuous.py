@@ -24,7 +24,8 @@ code's on the same jobs where we ran it, which the table prints beside its noteb
 notebook's elsewhere); the
 knee (the first rate whose JCT is over twice the JCT at 0.4 jobs/h) falls within one rate step of
 Gavel's. A policy's rates run in increasing order and stop one rate past both knees: above them
-the queue grows without bound and the check asks nothing more.
+the queue grows without bound and the check asks nothing more. Nor does a policy run at a rate
+where Gavel's notebook has no figure (Gavel's run there never finished): `series_rates`.
 """
 from __future__ import annotations
 
@@ -95,6 +96,18 @@ def cell(policy: str, rate: float, *, seed: int = 0, window: tuple[int, int] = W
     return float(w.jct_s.mean()) / 3600.0, res, time.perf_counter() - t0
 
 
+def series_rates(theirs: dict, rates=RATES) -> tuple:
+    """The rates a policy runs at: up to the first (past the first rate) where Gavel's notebook
+    has no figure. Its runs there never finished (AlloX at 6.0 jobs/h: a matching of every
+    waiting job at each reset, O(n^3) in a queue that grows without bound: over an hour here)."""
+    out = []
+    for r in rates:
+        if out and theirs.get(r) is None:
+            break
+        out.append(r)
+    return tuple(out)
+
+
 def _past_knees(ours: dict, their_knee: float | None, rates, rate: float) -> bool:
     """A policy's series stops one rate past both knees (ours and Gavel's)."""
     k = knee(ours, rates)
@@ -102,7 +115,7 @@ def _past_knees(ours: dict, their_knee: float | None, rates, rate: float) -> boo
 
 
 def _all_series(jobs: list[tuple], rates, window, workers: int | None, log) -> list[list[tuple]]:
-    """Each (policy, Gavel's knee) series, [(rate, mean JCT h, SimResult, wall s)] in increasing
+    """Each (policy, Gavel's knee, its rates) series, [(rate, mean JCT h, SimResult, wall s)] in increasing
     rate: in this process with one worker, else one Ray task a cell on a private local Ray
     (dlsched.sweep.engine), `workers` CPUs (default: every core), a policy's next rate submitted
     when its last one ends. Each cell is logged as it ends."""
@@ -119,8 +132,8 @@ def _all_series(jobs: list[tuple], rates, window, workers: int | None, log) -> l
 
     workers = min(len(jobs), workers or os.cpu_count() or 1)
     if workers <= 1:
-        for i, (policy, _) in enumerate(jobs):
-            for rate in rates:
+        for i, (policy, _, mine) in enumerate(jobs):
+            for rate in mine:
                 if done(i, rate, cell(policy, rate, window=window)):
                     break
         return out
@@ -130,7 +143,7 @@ def _all_series(jobs: list[tuple], rates, window, workers: int | None, log) -> l
         pending, nxt = {}, [0] * len(jobs)
 
         def submit(i: int) -> None:
-            rate = rates[nxt[i]]
+            rate = jobs[i][2][nxt[i]]
             nxt[i] += 1
             pending[task.remote(jobs[i][0], rate, window=window)] = (i, rate)
 
@@ -139,7 +152,7 @@ def _all_series(jobs: list[tuple], rates, window, workers: int | None, log) -> l
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             i, rate = pending.pop(ready[0])
-            if not done(i, rate, ray.get(ready[0])) and nxt[i] < len(rates):
+            if not done(i, rate, ray.get(ready[0])) and nxt[i] < len(jobs[i][2]):
                 submit(i)
     return out
 
@@ -154,7 +167,8 @@ def run(seeds: int = 1, labels=CHECKED, rates=RATES, window: tuple[int, int] = W
     pub_table = published or PUBLISHED
     rows, pub_rows, checks, results = [], [], [], {}
     knees = {label: knee(dict(zip(RATES, pub_table[label][1])), rates) for label in labels}
-    runs = _all_series([(pub_table[label][0], knees[label]) for label in labels], rates, window, workers, log)
+    runs = _all_series([(pub_table[label][0], knees[label], series_rates(dict(zip(RATES, pub_table[label][1])), rates))
+                        for label in labels], rates, window, workers, log)
     for label, cells in zip(labels, runs):
         theirs = dict(zip(RATES, pub_table[label][1]))
         ours: dict[float, float | None] = {}
