@@ -166,11 +166,11 @@ def run(seeds: int = 1, labels=CHECKED, rates=RATES, window: tuple[int, int] = W
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     pub_table = published or PUBLISHED
     rows, pub_rows, checks, results = [], [], [], {}
-    knees = {label: knee(dict(zip(RATES, pub_table[label][1])), rates) for label in labels}
-    runs = _all_series([(pub_table[label][0], knees[label], series_rates(dict(zip(RATES, pub_table[label][1])), rates))
+    gavels = {label: dict(zip(RATES, pub_table[label][1])) for label in labels}
+    runs = _all_series([(pub_table[label][0], knee(gavels[label], rates), series_rates(gavels[label], rates))
                         for label in labels], rates, window, workers, log)
     for label, cells in zip(labels, runs):
-        theirs = dict(zip(RATES, pub_table[label][1]))
+        theirs = gavels[label]
         ours: dict[float, float | None] = {}
         for rate, jct, res, wall in cells:
             ours[rate] = jct
