@@ -47,7 +47,7 @@ LAST = ("test_killed_node_job_resumes_elsewhere",)
 RAY_OWN = ("tests/integration/test_runtime_fidelity.py", "tests/integration/test_sweep_plan.py",
            "tests/runtime/test_gpu_sharing.py", "tests/runtime/test_up_down.py", "tests/runtime/test_ray_exposure.py",
            "tests/runtime/test_chaos.py", "tests/integration/test_benchmarks_smoke.py::test_ray_benchmark",
-           "tests/runtime/test_gavel_runtime.py",
+           "tests/runtime/test_gavel_runtime.py", "tests/runtime/test_pollux_runtime.py",
            "tests/integration/test_gavel_semantics.py::test_the_experiment_runs_its_policies_side_by_side_on_ray")
 RAY_SHARED = ("tests/runtime/",)
 

@@ -23,6 +23,8 @@ _LAZY = {"simulate": "dlsched.api", "load_policy_config": "dlsched.api"}
 
 
 def __getattr__(name: str) -> Any:
+    if name == "report":        # the package itself, callable: dlsched.report(step=..., loss=...)
+        return importlib.import_module("dlsched.report")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

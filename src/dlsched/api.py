@@ -116,9 +116,21 @@ def simulate(cluster: str | Path | Cluster, workload: str | Path | list[JobSpec]
     (a bundled name such as `gavel`, a file, or a ThroughputTable; dlsched.workload.throughputs)
     that sets the speed of every job whose model is one of its job types. semantics: "native"
     (this engine) or "gavel" (Gavel's round mechanism, dlsched.sim.gavel: a gavel-* policy, the
-    table `throughputs` or Gavel's, and `window`: the positions of the jobs that must finish)."""
-    if semantics not in ("native", "gavel"):
-        raise DlschedError(f"semantics: must be native or gavel, got {semantics!r}")
+    table `throughputs` or Gavel's, and `window`: the positions of the jobs that must finish) or
+    "tiresias" (the Tiresias simulator's rules, dlsched.sim.tiresias: fifo or tiresias, no
+    (re)start cost - restart_delay_s and start_delay_s are not used) or "pollux" (the Pollux
+    simulator's settings, dlsched.sim.pollux: tiresias or optimus, a 30 s (re)start delay - the
+    two delays given are not used -, rounds at multiples of 60 s, Optimus early_factor 1.0)."""
+    if semantics not in ("native", "gavel", "tiresias", "pollux"):
+        raise DlschedError(f"semantics: must be native, gavel, tiresias or pollux, got {semantics!r}")
+    if semantics == "tiresias":
+        from dlsched.sim import tiresias as tsem
+        tsem.check_policy(policy)
+        restart_delay_s, start_delay_s = tsem.RESTART_DELAY_S, tsem.START_DELAY_S
+    if semantics == "pollux":
+        from dlsched.sim import pollux as psem
+        psem.check_policy(policy)
+        restart_delay_s, start_delay_s = psem.RESTART_DELAY_S, psem.START_DELAY_S
     cl = load_cluster(cluster)
     if isinstance(workload, (list, tuple)):
         jobs, wname = list(workload), "jobs"
@@ -134,7 +146,12 @@ def simulate(cluster: str | Path | Cluster, workload: str | Path | list[JobSpec]
         speed, jobs = with_throughputs(throughputs, speed, jobs)
     check_work(jobs, speed)
     settings = load_policy_config(policy_config).get(policy, {})
-    profile = build_profile(policy, settings)
+    if semantics == "tiresias":
+        profile = tsem.profile(policy, settings)
+    elif semantics == "pollux":
+        profile = psem.profile(policy, settings)
+    else:
+        profile = build_profile(policy, settings)
     backend = SimBackend(cl, jobs, speed=speed, restart_delay_s=restart_delay_s, node_events=node_events,
                          record_rates=record_rates, start_delay_s=start_delay_s)
     sched = Scheduler(profile, seed=seed, tenancy=make_tenancy(queues, tenancy, tenancy_settings, jobs,

@@ -65,6 +65,11 @@ SMOKE: dict[str, Smoke] = {
     # two cells of Gavel's continuous experiment on a window of 40 jobs
     "bench_gavel.py": Smoke(("--cells", "gavel-fifo@2", "gavel-max-min-fairness-perf@2", "--window", "40", "80"),
                             r"\| gavel-max-min-fairness-perf \| 2 \| [\d.]+ \| [\d.]+ \|", block="gavel"),
+    # 2,000 generated rows of two formats, each read in a fresh process
+    "bench_trace_read.py": Smoke(("--rows", "2000", "--formats", "helios", "tiresias"),
+                                 r"tiresias\s+2,000 rows .* jobs\s+[\d.]+ s\s+peak RSS", block="trace-read"),
+    # Pollux's throughput model fitted on each application's placements.csv (a few seconds)
+    "goodput_fit.py": Smoke((), r"bert\s+\d+\s+[\d.]+%", block="goodput-fit"),
     "bench_round.py": Smoke(("--tasks", "300", "--nodes", "50"),
                             r"tetris: [\d,]+ of 300 tasks placed on 50 nodes in [\d.]+ s", block="round"),
     # one Optimus round of 20 jobs, then Pollux workload-6 end to end (tiresias, optimus: seconds)
@@ -72,7 +77,9 @@ SMOKE: dict[str, Smoke] = {
                               r"optimus round: 20 jobs, [\d,]+ tasks placed on 20 nodes[\s\S]*"
                               r"pollux-6 optimus: import \+ load [\d.]+ s", block="optimus"),
     "bench_scale.py": Smoke(("--jobs", "200"),
-                            r"poisson:jobs=200,rate=0.05 on v100-1500: [\d.]+ s[\s\S]*200 jobs: low / high",
+                            r"poisson:jobs=200,rate=0.05 on v100-1500: [\d.]+ s[\s\S]*"
+                            r"poisson:jobs=200,rate=0.05 on v100-1500, uplinks 8:1: [\d.]+ s[\s\S]*"
+                            r"non-blocking, 200 jobs: low / high[\s\S]*uplinks 8:1, 200 jobs: low / high",
                             block="scale"),
     # fifo on the demo workload, this tree against HEAD checked out in a clone's worktree
     # (--repo: this repository's .git is left untouched); see test_benchmark for its exit status

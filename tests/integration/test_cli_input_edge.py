@@ -183,6 +183,7 @@ def test_unreadable_file(files):
     assert "unreadable.yaml" in err
 
 
+HELIOS_VC = str(Path(dlsched.__file__).parent / "data" / "traces" / "helios-vc" / "Venus_cluster_gpu_number.csv")
 COMMANDS = {   # the simulator's commands, with the arguments each needs to get as far as parsing
     ("simulate",): ["-c", "seed002", "-w", "sample", "--out", "o"],
     ("compare",): ["-c", "seed002", "-w", "sample", "--out", "o"],
@@ -190,7 +191,8 @@ COMMANDS = {   # the simulator's commands, with the arguments each needs to get 
     ("workload", "generate"): ["sample", "--out", "w.csv"],
     ("workload", "convert"): ["w0.csv", "--out", "w.csv"],
     ("workload", "describe"): ["w0.csv"],
-    ("cluster",): ["seed002"],
+    ("cluster", "describe"): ["seed002"],
+    ("cluster", "from-trace"): [HELIOS_VC, "--format", "helios-vc", "--out", "o.yaml"],
     ("policies",): [],
 }
 BAD_VALUES = {   # option or argument name -> values it must refuse (files relative to the `files` folder)
@@ -208,6 +210,11 @@ BAD_VALUES = {   # option or argument name -> values it must refuse (files relat
     "tenancy": ["nosuch", "kuebe"],
     "throughputs": ["adir", "bin.yaml", "ctl.yaml", "missing.yaml", "nosuch"],
     "semantics": ["nosuch", "Gavel", ""],
+    "mapping": ["nosuch", "submit=", "bogus=col", "missing.yaml"],
+    "file": ["adir", "bin.yaml", "./missing.csv"],
+    "queues_out": ["adir", "f/x"],
+    "cluster_name": ["", "a/b", "x" * 100],
+    "date": ["abc", "2020-13-45", "1999-01-01"],
     "seed": ["-1", "abc", "1.5"],
     "seeds": ["0", "-2", "abc"],
     "restart_delay_s": ["-1", "nan", "inf", "-inf", "abc"],

@@ -42,6 +42,9 @@ def _jobs(rows):
     return out
 
 
+LIVELOCK_S = 1e6
+
+
 class CheckedBackend(SimBackend):
     """SimBackend that checks invariants after every step."""
 
@@ -57,6 +60,11 @@ class CheckedBackend(SimBackend):
         if self._now < self.last_time:
             self.violations.append(f"time went back {self.last_time} -> {self._now}")
         self.last_time = self._now
+        if self._now > LIVELOCK_S and out is not None:
+            # at most 25 jobs of <= 300 s of work, submitted by t=500: a run this long is a job
+            # that waits for ever (pollux once left one so, and the run never ended)
+            self.violations.append(f"still running at t={self._now:.0f} s: a job that can never start?")
+            return None
         return out
 
     def apply(self, plan):

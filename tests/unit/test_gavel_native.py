@@ -81,5 +81,5 @@ def test_the_python_api_runs_either_semantics():
     assert r.summary["semantics"] == "gavel" and r.summary["finished"] >= 20 and r.summary["window_mean_jct_s"] > 0
     n = dlsched.simulate("gavel-4:4:4", jobs, "gavel-max-min-fairness-perf", throughputs="gavel")
     assert "semantics" not in n.summary and n.summary["finished"] == 60
-    with pytest.raises(DlschedError, match="semantics: must be native or gavel"):
+    with pytest.raises(DlschedError, match="semantics: must be native, gavel, tiresias or pollux"):
         dlsched.simulate("gavel-4:4:4", jobs, "gavel-fifo", semantics="Gavel")

@@ -195,3 +195,28 @@ def test_a_running_job_keeps_its_tasks_until_it_has_shown_its_speed_with_them(se
         assert opt.last_alloc == {"A": (1, 0), "B": (2, 0), "C": (1, 0)}
         assert any(isinstance(d, Resize) and d.job_id == "B" for d in plan.ordered())
 
+
+
+def test_a_job_back_at_a_shape_it_once_ran_keeps_it_until_this_run_shows_its_speed():
+    # The runtime's flake (backend conformance, optimus): a job resized back to a (w, p) it had
+    # run at has a sample there, yet its new run has made no step (rate 0). Settle holds it then
+    # as it holds a shape never seen; once the run shows a rate it may be resized again.
+    class Replay(TableOptimus):
+        rate = 0.0
+
+        def _observe(self, ctx):
+            for rec in ctx.running:
+                self._samples.setdefault(rec.job_id, {})[shape(rec.tasks)] = 1.0   # seen before
+                self._rate_now[rec.job_id] = self.rate
+    TABLE = {**TableOptimus.TABLE, "C": TableOptimus.TABLE["A"]}
+    opt = type("R", (Replay,), {"TABLE": TABLE})()
+    _, sched, backend = applied_first_round(opt, [job("A", 0, 100), job("B", 0, 1000), job("C", 1.0, 100)])
+    while "C" not in sched.jobs:
+        for e in backend.poll():
+            sched.handle(e, backend)
+    assert len(sched.round(backend.snapshot())) == 0           # this run has no rate: B keeps 3
+    assert opt.last_alloc == {"A": (1, 0), "B": (3, 0), "C": (0, 0)}
+    opt.rate = 2.0                                              # now it has shown one
+    plan = sched.round(backend.snapshot())
+    assert opt.last_alloc == {"A": (1, 0), "B": (2, 0), "C": (1, 0)}
+    assert any(isinstance(d, Resize) and d.job_id == "B" for d in plan.ordered())

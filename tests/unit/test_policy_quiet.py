@@ -152,7 +152,6 @@ def test_drf_kept_holdings_match_the_records(drf_checked, seed):
 
 
 def test_drf_kept_holdings_give_the_same_run():
-    from dlsched.policies.order.drf import DrfOrder
     cl = _cluster()
     for seed in (1, 2):
         jobs = _jobs(seed, users=5)

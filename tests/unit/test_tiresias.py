@@ -64,7 +64,8 @@ def test_registered_names_and_defaults():
     assert {"tiresias", "srtf", "sjf"} <= set(REGISTRY.names("profile"))
     assert "preempt" in REGISTRY.names("action")
     # Pollux's simulator/tiresias.py: _queue_threshold = 3600 * 16, _solve_starvation = 0.
-    assert params_of("order", "tiresias") == {"thresholds": [57600.0], "starve_factor": 0.0}
+    assert params_of("order", "tiresias") == {"thresholds": [57600.0], "starve_factor": 0.0,
+                                                "running_first": False}
     assert params_of("action", "preempt") == {"min_run_s": 0.0, "enabled": True}
     t = REGISTRY.get("profile", "tiresias")
     assert (t.order, t.actions, t.gang, t.blocking, t.round_s) == ("tiresias", ("preempt",), True, False, 60.0)

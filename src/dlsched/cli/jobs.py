@@ -64,6 +64,8 @@ def register_jobs(app: typer.Typer) -> None:
         s = load_job_spec(spec)          # errors name the file, line and field; nothing is sent
         r = Client(state_dir, url).post("/jobs", {"spec": s.to_dict(), "source": str(spec)})
         typer.echo(r["job_id"])
+        if r.get("note"):           # e.g. a policy that needs progress, for a job that reports none
+            typer.echo(f"note: {r['note']}", err=True)
 
     @app.command("jobs")
     def jobs(state: Optional[str] = typer.Option(None, "--state", help="only jobs in these states (comma-separated: "

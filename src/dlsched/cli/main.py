@@ -7,7 +7,6 @@ no output folder is left half-written, and an earlier run's folder is replaced o
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import shutil
@@ -33,6 +32,8 @@ FORCE_HELP = "replace the contents of a non-empty --out folder (once the inputs 
 from dlsched.cli.speed import THROUGHPUTS_OPTION, apply_throughputs  # noqa: E402
 from dlsched.cli.semantics import SEMANTICS_OPTION, check_semantics  # noqa: E402
 from dlsched.cli.tenancy import QUEUES_OPTION, TENANCY_OPTION  # noqa: E402
+from dlsched.cli.workload import FORMAT_OPTION, MAP_OPTION  # noqa: E402
+from dlsched.cli.against import AGAINST_OPTION, check_against, report_against  # noqa: E402
 
 _ARGV: list[str] = []   # the command line main() ran, recorded in summary.json
 
@@ -104,7 +105,7 @@ class _Progress:
 
 
 def _run_one(cluster, jobs, wname, policy, seed, policy_config, restart_delay_s, speed=None,
-             start_delay_s=0.0, tenancy=(None, None), gavel=None):
+             start_delay_s=0.0, tenancy=(None, None), gavel=None, semantics="native"):
     from dlsched.api import simulate
     horizon = max((j.submit_time_s for j in jobs), default=0.0)
     prog = _Progress(policy, len(jobs), horizon)
@@ -115,7 +116,8 @@ def _run_one(cluster, jobs, wname, policy, seed, policy_config, restart_delay_s,
         else:
             res = simulate(cluster, jobs, policy, seed=seed, policy_config=policy_config,
                            restart_delay_s=restart_delay_s, speed=speed, progress=prog,
-                           start_delay_s=start_delay_s, queues=tenancy[0], tenancy=tenancy[1])
+                           start_delay_s=start_delay_s, queues=tenancy[0], tenancy=tenancy[1],
+                           semantics=semantics)
     finally:
         prog.close()
     res.workload = wname
@@ -135,7 +137,7 @@ def _check_policies(flag: str, names: list[str], gavel: bool = False) -> None:
 
 def _load(cluster: str, workload: str, fmt: Optional[str], seed: int, policy_config: Optional[Path],
           speed_config: Optional[Path], queues: Optional[str] = None, mode: Optional[str] = None,
-          throughputs: Optional[str] = None):
+          throughputs: Optional[str] = None, mapping: Optional[str] = None):
     """Every input of simulate / compare, validated before any run: (cluster, jobs, workload name,
     speed model, provenance, (queue tree or None, tenancy mode))."""
     from dlsched.api import load_policy_config
@@ -147,7 +149,7 @@ def _load(cluster: str, workload: str, fmt: Optional[str], seed: int, policy_con
         from dlsched.workload.speed import load_speed_config
         speed = load_speed_config(speed_config)
     cl = load_cluster(cluster)
-    jobs = load_workload(workload, format=fmt, seed=seed)
+    jobs = load_workload(workload, format=fmt, seed=seed, mapping=mapping)
     speed, jobs = apply_throughputs(throughputs, speed, jobs)
     from dlsched.cli.tenancy import load_tenancy
     ten = load_tenancy(queues, mode, jobs, workload)
@@ -227,7 +229,7 @@ def simulate(
     policy: str = typer.Option("fifo", "--policy", "-p", help="a policy name (see `dlsched policies`)"),
     out: Path = typer.Option(Path("out/run"), "--out", "-o", help="output folder"),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
-    fmt: Optional[str] = typer.Option(None, "--format", help="workload format: schema, philly, pollux or gavel"),
+    fmt: Optional[str] = FORMAT_OPTION, mapping: Optional[str] = MAP_OPTION,
     policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="YAML of policy parameters"),
     seed: int = _seed(),
     restart_delay_s: float = _delay(30.0, "--restart-delay-s", "cost of resume / migrate / resize"),
@@ -236,6 +238,7 @@ def simulate(
     report: bool = typer.Option(False, "--report/--no-report", help="also write report.html with plots"),
     queues: Optional[str] = QUEUES_OPTION, tenancy: str = TENANCY_OPTION,
     throughputs: Optional[str] = THROUGHPUTS_OPTION, semantics: str = SEMANTICS_OPTION,
+    against: bool = AGAINST_OPTION,
 ):
     """Simulate one policy; write jobs.parquet, summary.json, timeline and events to --out."""
     _check_out(out, force)
@@ -243,11 +246,15 @@ def simulate(
     table = check_semantics(semantics, "--policy", [policy], queues=queues, throughputs=throughputs)
     gavel = None if table is None else (table,)
     cl, jobs, wname, speed, prov, ten = _load(cluster, workload, fmt, seed, policy_config, speed_config, queues, tenancy,
-                                                  None if gavel else throughputs)
-    res = _run_one(cl, jobs, wname, policy, seed, policy_config, restart_delay_s, speed, start_delay_s, ten, gavel)
+                                                  None if gavel else throughputs, mapping)
+    check_against(against, jobs, wname)
+    res = _run_one(cl, jobs, wname, policy, seed, policy_config, restart_delay_s, speed, start_delay_s, ten, gavel,
+                   semantics if semantics in ("tiresias", "pollux") else "native")
     _clear_out(out)
     res.save(out, prov)
     _print_summary([res], f"{policy} on {cl.name} / {wname}")
+    if against:
+        report_against([res], out, per_policy=False)
     if report:
         from dlsched.report import write_run_report
         path = write_run_report(res, out)
@@ -263,7 +270,7 @@ def compare(
                                  help="comma-separated policy names"),
     out: Path = typer.Option(Path("out/compare"), "--out", "-o", help="output folder"),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
-    fmt: Optional[str] = typer.Option(None, "--format", help="workload format: schema, philly, pollux or gavel"),
+    fmt: Optional[str] = FORMAT_OPTION, mapping: Optional[str] = MAP_OPTION,
     policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="YAML of policy parameters"),
     seed: int = _seed(),
     restart_delay_s: float = _delay(30.0, "--restart-delay-s", "cost of resume / migrate / resize"),
@@ -271,6 +278,7 @@ def compare(
     speed_config: Optional[Path] = typer.Option(None, "--speed-config", help=SPEED_HELP),
     queues: Optional[str] = QUEUES_OPTION, tenancy: str = TENANCY_OPTION,
     throughputs: Optional[str] = THROUGHPUTS_OPTION, semantics: str = SEMANTICS_OPTION,
+    against: bool = AGAINST_OPTION,
 ):
     """Run several policies on the same cluster and workload; print a table, write an HTML report."""
     from dlsched.metrics.result import write_json
@@ -284,8 +292,10 @@ def compare(
     table = check_semantics(semantics, "--policies", names, queues=queues, throughputs=throughputs)
     gavel = None if table is None else (table,)
     cl, jobs, wname, speed, prov, ten = _load(cluster, workload, fmt, seed, policy_config, speed_config, queues, tenancy,
-                                                  None if gavel else throughputs)
-    results = [_run_one(cl, jobs, wname, p, seed, policy_config, restart_delay_s, speed, start_delay_s, ten, gavel)
+                                                  None if gavel else throughputs, mapping)
+    check_against(against, jobs, wname)
+    results = [_run_one(cl, jobs, wname, p, seed, policy_config, restart_delay_s, speed, start_delay_s, ten, gavel,
+                        semantics if semantics in ("tiresias", "pollux") else "native")
                for p in names]
     _clear_out(out)
     for res in results:
@@ -293,6 +303,8 @@ def compare(
     write_json(out / "summary.json", {"provenance": prov, "policies": {r.policy: r.summary for r in results}})
     from dlsched.report import write_compare_report
     _print_summary(results, f"{cl.name} / {wname}")
+    if against:
+        report_against(results, out, per_policy=True)
     path = write_compare_report(results, out, title=f"dlsched: {', '.join(names)} on {cl.name} / {wname}")
     typer.echo(f"report: {path}")
 
@@ -324,13 +336,6 @@ def list_policies(all_kinds: bool = typer.Option(False, "--all", help="also list
             typer.echo(f"\n{kind}:")
             for e in REGISTRY.entries(kind):
                 typer.echo(f"  {e.name:<20} {e.doc}")
-
-
-@app.command("cluster")
-def cluster_cmd(cluster: str = typer.Argument(..., help=CLUSTER_HELP)):
-    """Describe a cluster preset or YAML file."""
-    from dlsched.cluster import load_cluster
-    typer.echo(load_cluster(cluster).describe())
 
 
 @app.command("experiment")
@@ -379,7 +384,8 @@ def experiment_cmd(
         for col in res.published[0]:
             p.add_column(str(col))
         for row in res.published:
-            p.add_row(*[f"{v:,.0f}" if isinstance(v, float) else str(v) for v in row.values()])
+            p.add_row(*[(f"{v:,.0f}" if abs(v) >= 100 else f"{v:.4g}") if isinstance(v, float) else str(v)
+                        for v in row.values()])     # small figures as given: 0.4 jobs/h is not 0
         con.print(p)
     for c in res.checks:
         typer.echo(f"{'PASS' if c.ok else 'FAIL'}  expected: {c.text}" + (f"  ({c.detail})" if c.detail else ""))
@@ -388,55 +394,13 @@ def experiment_cmd(
         raise typer.Exit(1)
 
 
-@workload_app.command("generate")
-def wl_generate(
-    name: str = typer.Argument(..., help="generator, e.g. seed000, sample, poisson:jobs=500,rate=0.02"),
-    out: Path = typer.Option(..., "--out", "-o", help="file to write (.csv, .csv.gz, .parquet, .jsonl)"),
-    seed: int = _seed(),
-):
-    """Generate a workload into the common schema."""
-    from dlsched.workload.io import load_workload, save_workload
-    _check_out(out, file=True)
-    jobs = load_workload(name, seed=seed)
-    save_workload(jobs, out)
-    typer.echo(f"wrote {len(jobs)} jobs to {out}")
+from dlsched.cli import workload as _workload  # noqa: E402  (generate, convert, describe)
 
+_workload.register(workload_app, WORKLOAD_HELP=WORKLOAD_HELP, _check_out=_check_out, _console=_console, _seed=_seed)
 
-@workload_app.command("convert")
-def wl_convert(
-    src: str = typer.Argument(..., help=WORKLOAD_HELP),
-    out: Path = typer.Option(..., "--out", "-o", help="file to write (.csv, .csv.gz, .parquet, .jsonl)"),
-    fmt: Optional[str] = typer.Option(None, "--format", help="input format: schema, philly or pollux"),
-):
-    """Convert a trace (Philly, Pollux) or schema file into the common schema."""
-    from dlsched.workload.io import load_workload, save_workload
-    _check_out(out, file=True)
-    jobs = load_workload(src, format=fmt)
-    save_workload(jobs, out)
-    typer.echo(f"wrote {len(jobs)} jobs to {out}")
+from dlsched.cli import clusters as _clusters  # noqa: E402  (describe, from-trace)
 
-
-@workload_app.command("describe")
-def wl_describe(
-    src: str = typer.Argument(..., help=WORKLOAD_HELP),
-    fmt: Optional[str] = typer.Option(None, "--format"),
-    as_json: bool = typer.Option(False, "--json", help="print JSON"),
-):
-    """Counts, GPU mix, time span and models of a workload (or the contents of a throughput table)."""
-    from dlsched.cli.speed import describe_table
-    from dlsched.workload.io import describe_workload, load_workload
-    d = (describe_table(src) if fmt is None else None) or describe_workload(load_workload(src, format=fmt))
-    if as_json:
-        typer.echo(json.dumps(d, indent=2, default=str))
-        return
-    from rich.table import Table
-    t = Table(title=f"workload {src}")
-    t.add_column("field")
-    t.add_column("value")
-    for k, v in d.items():
-        t.add_row(str(k), json.dumps(v, default=str) if isinstance(v, (dict, list)) else str(v))
-    _console().print(t)
-
+_clusters.register(app, cluster_help=CLUSTER_HELP)
 
 from dlsched.cli import runtime as _runtime  # noqa: E402  (the real runtime's commands)
 

@@ -142,11 +142,17 @@ def register(app: typer.Typer) -> None:
                cleanup_on_exit: bool = typer.Option(False, help="on a clean stop, stop every job and worker (default: leave them for the next server)"),
                queues: Optional[Path] = typer.Option(None, "--queues", help=QUEUES_HELP),
                tenancy: str = TENANCY_OPTION,
+               max_grace_s: float = typer.Option(300.0, "--max-grace-s", min=0.0, max=3600.0,
+                                                 help="the longest SIGTERM grace period a command job may ask for (grace_s)"),
+               script_root: list[Path] = typer.Option([], "--script-root",
+                                                      help="a directory a torchrun job's script may lie in, beside its workdir (repeatable)"),
                embedded: bool = typer.Option(False, hidden=True)):
         """Run the scheduler with a RayBackend and the REST API (blocks)."""
         import logging
         from dlsched.runtime.server import Server
         settings = check_policy(policy, policy_config)
+        if any(not r.is_dir() for r in script_root):
+            raise DlschedError(f"--script-root: no such directory: {next(r for r in script_root if not r.is_dir())}")
         from dlsched.cli.tenancy import load_tenancy
         tree, _ = load_tenancy(queues, tenancy, ())
         sd = _state(state_dir)
@@ -163,7 +169,8 @@ def register(app: typer.Typer) -> None:
         s = Server(sd, policy=policy, ray_address=ray_address, host=host, port=port,
                    warm_per_node=warm_per_node, round_s=round_s, policy_settings=settings,
                    embedded=embedded, namespace=namespace, queues=tree, tenancy=tenancy,
-                   cleanup_on_exit=cleanup_on_exit)      # takes the state dir's lock, or refuses
+                   cleanup_on_exit=cleanup_on_exit, max_grace_s=max_grace_s,   # takes the state dir's lock, or refuses
+                   script_roots=tuple(str(r.resolve()) for r in script_root))
         sock = s.bind()                                  # a port in use is refused before Ray
         counts = s.start()
         logging.getLogger("dlsched.runtime").info("server up: policy %s, recovered %s", policy, counts)

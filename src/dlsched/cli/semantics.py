@@ -1,23 +1,40 @@
 """The CLI's `--semantics` option (simulate, compare): `native` (dlsched's event-driven engine,
-the default) or `gavel` (Gavel's round mechanism running Gavel's policies, dlsched.sim.gavel)."""
+the default), `gavel` (Gavel's round mechanism running Gavel's policies, dlsched.sim.gavel) or
+`tiresias` (the Tiresias simulator's rules on dlsched's engine, dlsched.sim.tiresias) or `pollux`
+(the Pollux simulator's settings for its baselines, dlsched.sim.pollux)."""
 from __future__ import annotations
 
 import typer
 
 from dlsched.core.errors import DlschedError
 
-SEMANTICS_HELP = ("native (dlsched's engine) or gavel (Gavel's 360 s rounds and its gavel-* policies, "
-                  "with Gavel's throughput table unless --throughputs names another)")
+SEMANTICS_HELP = ("native (dlsched's engine), gavel (Gavel's 360 s rounds and its gavel-* policies, "
+                  "with Gavel's throughput table unless --throughputs names another) or tiresias (the "
+                  "Tiresias simulator's rules: fifo or tiresias, gang per node, its queue thresholds, "
+                  "no restart cost) or pollux (the Pollux simulator's: tiresias or optimus, 30 s (re)start "
+                  "delay, rounds at multiples of 60 s, Optimus early_factor 1.0; the delay options are not used)")
 SEMANTICS_OPTION = typer.Option("native", "--semantics", help=SEMANTICS_HELP)
 
 
+_PEER_SIMULATORS = {"tiresias": "Tiresias", "pollux": "Pollux"}   # semantics -> whose simulator
+
+
 def check_semantics(semantics: str, flag: str, policies: list[str], *, queues=None, throughputs=None):
-    """None for `native`; for `gavel`, the throughput table it will run with (--throughputs, else
+    """None for `native`, `tiresias` and `pollux`; for `gavel`, the throughput table it will run with (--throughputs, else
     Gavel's bundled one). A one-line error for a bad value, a policy the semantics cannot run or
     a bad table."""
     from dlsched.sim.gavel import GAVEL_POLICIES, SEMANTICS
     if semantics not in SEMANTICS:
         raise DlschedError(f"--semantics: must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
+    if semantics in _PEER_SIMULATORS:                 # a preset over dlsched's engine
+        import importlib
+        check_policy = importlib.import_module(f"dlsched.sim.{semantics}").check_policy
+        for p in policies:
+            check_policy(p, flag)
+        if queues is not None:
+            raise DlschedError(f"--queues: the {_PEER_SIMULATORS[semantics]} simulator has no tenants; "
+                               "drop --queues or use --semantics native")
+        return None
     gavel = semantics == "gavel"
     for p in policies:
         if gavel and p not in GAVEL_POLICIES:

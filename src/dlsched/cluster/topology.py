@@ -14,6 +14,7 @@ Validation errors name the field: `node_groups[1].gpus: must be an integer >= 0,
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -339,6 +340,25 @@ def _gavel(v: int, p: int, k: int, g: int) -> dict:
     return {"name": f"gavel-{v}:{p}:{k}:{g}", "rack_uplink_gbps": 800, "node_groups": groups}
 
 
+def _tiresias(n: int, g: int) -> dict:
+    # The Tiresias simulator's cluster spec files (SymbioticLab/Tiresias simulator/nNgG.csv, e.g.
+    # n32g4.csv: num_switch 1, num_node_p_switch 32, num_gpu_p_node 4, num_cpu_p_node 40,
+    # mem_p_node 256): N nodes of G GPUs under one switch. It models no GPU type or network
+    # speed; those here are ours (they do not change a Tiresias trace's fixed durations).
+    return {"name": f"tiresias-n{n}g{g}", "rack_uplink_gbps": 100 * n, "node_groups": [
+        {"count": n, "gpus": g, "gpu_type": "V100", "gpu_mem_gb": 16, "cpus": 40, "mem_gb": 256,
+         "nic_gbps": 100, "gpu_link_gbps": 100, "rack": "r0"}]}
+
+
+def _tiresias_counts(s: str) -> tuple[int, int] | None:
+    """(N, G) of a `tiresias-nNgG` name, else None."""
+    m = re.fullmatch(r"tiresias-n(\d+)g(\d+)", s)
+    if m is None:
+        return None
+    n, g = int(m.group(1)), int(m.group(2))
+    return (n, g) if 0 < n <= MAX_SIZED_NODES and 0 < g <= 64 else None
+
+
 def _gavel_counts(s: str) -> tuple[int, int, int, int] | None:
     """(V, P, K, G) of a `gavel-V:P:K[:G]` name, else None; DlschedError for a malformed one."""
     if not s.startswith("gavel-"):
@@ -368,6 +388,7 @@ PRESETS: dict[str, Any] = {
     "liquid-N": _liquid,   # liquid-5, liquid-10, ...
     "v100-N": _v100,       # v100-150, v100-1500, ...
     "gavel-V:P:K[:G]": _gavel,   # gavel-36:36:36, gavel-8:16:24:4 (V100, P100, K80; G per server)
+    "tiresias-nNgG": _tiresias,  # tiresias-n4g4, tiresias-n32g4 (Tiresias's simulator/nNgG.csv)
 }
 SIZED = {"liquid-": _liquid, "v100-": _v100}   # presets that take a node count: liquid-N, v100-N
 MAX_SIZED_NODES = 100_000
@@ -387,7 +408,8 @@ def is_preset(ref) -> bool:
     s = str(ref)
     if s.startswith("gavel-") and ":" in s:
         return True                     # a malformed one is refused by preset_spec, with the form
-    return (s in PRESETS and not s.endswith(("-N", "]"))) or _sized(s) is not None
+    return ((s in PRESETS and not s.endswith(("-N", "]", "NgG"))) or _sized(s) is not None
+            or _tiresias_counts(s) is not None)
 
 
 def preset_spec(name: str) -> dict:
@@ -395,12 +417,15 @@ def preset_spec(name: str) -> dict:
     counts = _gavel_counts(name)
     if counts is not None:
         return _gavel(*counts)
+    tc = _tiresias_counts(name)
+    if tc is not None:
+        return _tiresias(*tc)
     sized = _sized(name)
     return sized[0](sized[1]) if sized else PRESETS[name]()
 
 
 def load_cluster(ref: str | Path | Cluster) -> Cluster:
-    """A preset name (seed000, seed001, seed002, liquid-N, v100-N, gavel-V:P:K[:G], pollux, philly) or
+    """A preset name (seed000, seed001, seed002, liquid-N, v100-N, gavel-V:P:K[:G], tiresias-nNgG, pollux, philly) or
     a YAML file."""
     if isinstance(ref, Cluster):
         return ref

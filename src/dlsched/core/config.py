@@ -4,7 +4,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dlsched.core.errors import DlschedError
 
 
 def read_yaml(path: str | Path, what: str, max_bytes: int = 16 * 1024 ** 2) -> Any:

@@ -128,6 +128,24 @@ class JobSpec:
     # the leaf of the queue tree the job runs in (dlsched.tenancy; None: its user's default
     # queue, else `default`); a trace's virtual cluster
     queue: str | None = None
+    # what a trace recorded (dlsched.workload.formats), on the clock of submit_time_s: when the
+    # job really started and ended (None where the trace does not say); never read by a policy or
+    # the simulator, kept so that a replay can be set beside what happened
+    recorded_start_s: float | None = None
+    recorded_end_s: float | None = None
+    # the trace's columns no JobSpec field holds, as a JSON object (string: the job stays hashable)
+    extra: str | None = None
+    # False: no policy may suspend, migrate or resize the job once it runs (a runtime job's
+    # `preemptible: false`; Transaction.release/migrate/commit_resize refuse it)
+    preemptible: bool = True
+
+    def __repr__(self) -> str:
+        # the fields a trace recorded show only when set: a job without them reads (and hashes,
+        # benchmarks/eventlog_hash.py) as it did before they existed
+        parts = [f"{f}={getattr(self, f)!r}" for f in _JOB_FIELDS
+                 if (f not in _RECORDED or getattr(self, f) is not None)
+                 and (f != "preemptible" or not self.preemptible)]
+        return f"JobSpec({', '.join(parts)})"
 
     @property
     def is_gang(self) -> bool:
@@ -145,6 +163,10 @@ class JobSpec:
     @property
     def gpus(self) -> float:
         return float(sum(t.demand[GPU] for t in self.tasks))
+
+
+_JOB_FIELDS = tuple(f for f in JobSpec.__dataclass_fields__)
+_RECORDED = ("recorded_start_s", "recorded_end_s", "extra")
 
 
 class Code(enum.Enum):
@@ -235,6 +257,9 @@ class Resize:
     tasks: tuple[TaskSpec, ...]
     placements: tuple[TaskPlacement, ...]
     cost: Any = None
+    #: the job's batch size is its own from now on: an object the simulator asks for the job's
+    #: profile (dlsched.sim.adaptive, Pollux); None: the job trains with its submitted batch
+    adapt: Any = None
 
 
 Decision = Launch | Suspend | Resume | Migrate | Resize

@@ -58,7 +58,7 @@ def read_text_bounded(path: str | Path, max_bytes: int, what: str = "file") -> s
         raise InputError(f"{what} is {size} bytes; the limit is {max_bytes}", file=str(path))
     try:
         return p.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
+    except UnicodeDecodeError:
         raise InputError(f"{what} is not YAML (not UTF-8 text: a binary file?)", file=str(path)) from None
     except OSError as e:
         raise InputError(f"cannot read {what}: {e.strerror}", file=str(path)) from None

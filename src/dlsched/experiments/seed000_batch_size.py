@@ -52,7 +52,6 @@ narrows as the batch grows; alone varies less with the batch than distributed (t
 from __future__ import annotations
 
 import shutil
-import statistics
 import sys
 import tempfile
 import time

@@ -405,6 +405,8 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
         "switch_lost_s": stat("switch_lost_s"),
         "switch_lost_gpu_s": stat("switch_lost_gpu_s"),
     }
+    from dlsched.metrics.recorded import recorded_columns   # only where a trace recorded times
+    cols.update(recorded_columns(specs))
     del R, specs, sts, submit, fs, fin, fp
     del recs
     jobs = pd.DataFrame({k: (np.frombuffer(v, dtype=np.float64 if v.typecode == "d" else np.int64)

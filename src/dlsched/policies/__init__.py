@@ -12,7 +12,10 @@ from dlsched.policies.place import liquid  # noqa: F401
 from dlsched.policies.allocate import liquid_estimate  # noqa: F401
 from dlsched.policies.actions import liquid_resize  # noqa: F401
 from dlsched.policies.place import most_free  # noqa: F401
+from dlsched.policies.place import tiresias_node  # noqa: F401
 from dlsched.policies.actions import optimus  # noqa: F401
+from dlsched.policies.allocate import pollux as pollux_allocate  # noqa: F401
+from dlsched.policies.actions import pollux  # noqa: F401
 from dlsched.policies.actions import liquid_batch  # noqa: F401
 from dlsched.policies.actions import preempt  # noqa: F401
 from dlsched.policies.order import tiresias, srtf, sjf, edf  # noqa: F401

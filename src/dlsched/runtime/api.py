@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any, Optional
 
 from dlsched.core.errors import DlschedError
+from dlsched.runtime.byo_launch import redact
 
 if TYPE_CHECKING:
     from dlsched.runtime.server import Server
@@ -124,22 +125,31 @@ def make_app(server: "Server"):
             raise HTTPException(413, f"job spec is {size} bytes as JSON; the limit is {MAX_SPEC_BYTES}")
         d = _owned(dict(body.spec), request.state.user, server.tree, body.source)
         try:
-            spec = job_spec_from_dict(d, file=body.source)
+            spec = job_spec_from_dict(d, file=body.source, script_roots=server.backend.script_roots)
         except DlschedError as e:
             raise HTTPException(422, str(e))
+        cap = server.backend.max_grace_s
+        if spec.command and spec.grace_s > cap:
+            raise HTTPException(422, f"{body.source or 'job spec'}: field 'grace_s': {spec.grace_s:g} s is over "
+                                     f"this server's maximum of {cap:g} s (--max-grace-s)")
         # a job that can never fit this cluster is refused now, not rejected after it is queued
         never = server.backend.command("admit", "", spec=spec)
         if never:
             raise HTTPException(422, f"{body.source or 'job spec'}: {never}")
         job_id = server.store.add_job(spec.to_dict(), time.time())
         server.backend.submit(job_id)
+        from dlsched.runtime.byo_runs import no_progress_note
+        note = no_progress_note(server.policy, spec)
+        if note:
+            server.store.event(job_id, "no_progress", note)
+            return {"job_id": job_id, "note": note}
         return {"job_id": job_id}
 
     @api.get("/jobs/{job_id}")
     def job(job_id: str, request: Request):
         j = job_or_404(job_id, request)
         last = server.store.stats(job_id, since_step=max(j["step"] - 2, -1))
-        return {**_summary(j), **server.waiting().get(job_id, _NOT_WAITING), "spec": j["spec"], "error": j["error"], "failed_rank": j.get("failed_rank"),
+        return {**_summary(j), **server.waiting().get(job_id, _NOT_WAITING), "spec": redact(j["spec"]), "error": j["error"], "failed_rank": j.get("failed_rank"),
                 "allocation": server.store.allocation(job_id),
                 "checkpoints": server.store.checkpoints(job_id), "last_stats": last[-1] if last else None,
                 # what the policies read (dlsched.scheduler.backend.STATS_KEYS), measured

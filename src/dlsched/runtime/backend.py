@@ -71,7 +71,9 @@ import numpy as np
 from dlsched.cluster.state import ClusterState, Snapshot
 from dlsched.core.errors import DlschedError
 from dlsched.core.types import GPU, Launch, Migrate, Plan, Resize, Resume, Suspend, TaskPlacement, TaskSpec
+from dlsched.runtime.byo_runs import DEFAULT_MAX_GRACE_S
 from dlsched.runtime.commands import CommandsMixin
+from dlsched.runtime.goodput import MeasuredGoodput
 from dlsched.runtime.nodes import NODE_ID_LABEL, NodeInfo, NodeMonitor, cluster_of, discover_nodes
 from dlsched.runtime.pool import WARM_IMPORTS, WorkerPool
 from dlsched.runtime.progress import RUNTIME_CAPABILITIES, job_stats
@@ -104,7 +106,8 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
                  pg_timeout_s: float = 10.0, start_timeout_s: float = 120.0, stop_timeout_s: float = 30.0,
                  node_poll_s: float = 0.5,
                  suspect_s: float = 20.0, max_failures: int = 3, stats_every_s: float = 0.5,
-                 warm_imports: tuple[str, ...] = WARM_IMPORTS):
+                 warm_imports: tuple[str, ...] = WARM_IMPORTS, max_grace_s: float = DEFAULT_MAX_GRACE_S,
+                 script_roots: tuple[str, ...] = ()):
         import ray
         self.ray = ray
         self.namespace = namespace
@@ -113,6 +116,8 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
         self.ckpt_root = self.state_dir / "checkpoints"
         self.ckpt_root.mkdir(parents=True, exist_ok=True)
         self.pg_timeout_s, self.stop_timeout_s = pg_timeout_s, stop_timeout_s
+        self.max_grace_s = float(max_grace_s)    # a command job's SIGTERM grace, at most (byo.py)
+        self.script_roots = tuple(str(r) for r in script_roots)   # a torchrun script's (byo_launch.py)
         self.start_timeout_s = start_timeout_s
         self.node_poll_s, self.suspect_s, self.max_failures = node_poll_s, suspect_s, max_failures
         self.stats_every_s = stats_every_s
@@ -147,6 +152,7 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
         self.handles = self.workers.handles     # worker name -> actor handle (idle or running)
         self.pool = self.workers.idle           # node -> idle worker names
         self.stats = StepStats(ray, store, self.handles, self.ckpt_root)
+        self.goodput_model = MeasuredGoodput(store)   # adaptive jobs' fitted goodput (pollux)
         self._waits: dict = {}                  # ObjectRef -> (job_id, run_id, rank)
         self._wlock = threading.Lock()
         self._ticks = Wakes()                   # rounds the scheduler asked for (wake_at)
@@ -324,9 +330,25 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
                 self._start_run(d.job_id, d.placements, self._tasks_of(d.job_id), switch=("migrate", t0))
             elif isinstance(d, Resize):
                 self._stop_run(d.job_id, "resizing")
+                batch = getattr(d.adapt, "batch_size", None)    # an adaptive policy's (pollux)
+                if batch:
+                    self.set_batch(d.job_id, int(batch))
                 self._start_run(d.job_id, d.placements, d.tasks, switch=("resize", t0))
             else:  # pragma: no cover
                 raise TypeError(f"unknown decision {d!r}")
+
+    def batch_of(self, job_id: str) -> int:
+        """The global batch the job's next run trains with: the one an adaptive policy last gave
+        it (kept in the store, so a restarted server or a requeued job keeps it), else its spec's."""
+        b = self.store.meta(f"batch.{job_id}")
+        return int(b) if b else self.specs[job_id].batch_size
+
+    def set_batch(self, job_id: str, batch: int) -> None:
+        """Train `job_id` with global batch `batch` from its next run on (the program reads
+        `ctx.batch_size` at start); an event records the change."""
+        if batch != self.batch_of(job_id):
+            self.store.set_meta(f"batch.{job_id}", str(int(batch)))
+            self.store.event(job_id, "batch", str(int(batch)))
 
     def _switched(self, kind: str, t0: float) -> None:
         """A run was suspended, resumed, migrated or resized (`kind`), from perf_counter() `t0`

@@ -101,8 +101,8 @@ class CommandsMixin:
         self.store.update_job(job_id, state="suspended", held=1, error=why)
         self.store.event(job_id, "suspended", why)
         out.append(ev.JobHeld(self._now, job_id, "operator"))
-        detail = ("checkpointed, nothing lost" if stop["clean"] else
-                  f"could not stop cleanly: {stop['detail']}")
+        detail = ("checkpointed, nothing lost" if stop["clean"] and not stop.get("signal") else
+                  f"SIGTERM: {stop['detail']}" if stop["clean"] else f"could not stop cleanly: {stop['detail']}")
         return {"job_id": job_id, "state": "suspended", "changed": True, "step": j["step"],
                 "clean": stop["clean"], "lost_steps": stop["lost_steps"], "detail": detail,
                 "stop_s": time.perf_counter() - t0}
@@ -128,8 +128,9 @@ class CommandsMixin:
         spec = self.specs[job_id]
         tasks = rec.tasks
         if workers is not None and workers != spec.workers:
-            if workers < 1 or spec.batch_size % workers:
-                raise DlschedError(f"workers: must be >= 1 and divide batch_size {spec.batch_size}, got {workers}")
+            batch = self.batch_of(job_id)            # (a command job: none)
+            if workers < 1 or (batch is not None and batch % workers):
+                raise DlschedError(f"workers: must be >= 1 and divide batch_size {batch}, got {workers}")
             tasks = spec.tasks(workers)
         # the policy's own placement engine (its filters and scorers) on a transaction where the
         # job's current resources are free: one engine for rounds, trials and operator commands

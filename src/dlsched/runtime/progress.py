@@ -16,7 +16,8 @@ Everything comes from the store, so a restarted server answers the same as the o
 - remaining, progress: from the spec's `iterations` (None when the job is sized in epochs and
              has not reported its epoch length yet: steps per epoch are known after one epoch);
 - rate:      steps per second now, from the step times rank 0 measured in the current run (the
-             median of its last RATE_WINDOW steps; 0 when the job does not run);
+             median of its last RATE_WINDOW steps, times the steps each record advanced: 1, or for
+             a job with max_batch_size M / M0 when pollux gave it batch M; 0 when the job does not run);
 - loss:      the last loss the program reported;
 - gpu_s:     GPU-seconds held, from the runs' start and stop events;
 - first_progress_s: when the first step was recorded (backend clock: seconds since the store's
@@ -99,8 +100,13 @@ def job_stats(store, job_id: str, epoch: float, now: float) -> dict:
     out["switch_lost_s"] = lost
     out["switch_lost_gpu_s"] = lost * gpus
     if running:
-        cur = [r["step_s"] for r in recent if r["step_s"] is not None and r["time"] >= runs[-1][0]]
+        now_run = [r for r in recent if r["step_s"] is not None and r["time"] >= runs[-1][0]]
+        cur = [r["step_s"] for r in now_run]
         if cur:
             med = statistics.median(cur)
-            out["rate"] = 1.0 / med if med > 0 else 0.0
+            # steps per record: 1, or M / M0 for a run an adaptive policy gave batch M (sdk `steps`)
+            adv = 1.0
+            if (j["spec"] or {}).get("max_batch_size") and len(now_run) > 1:
+                adv = (now_run[-1]["step"] - now_run[0]["step"]) / (len(now_run) - 1)
+            out["rate"] = adv / med if med > 0 else 0.0
     return out

@@ -57,6 +57,7 @@ import time
 from dataclasses import dataclass, field
 
 from dlsched.core.types import GPU, Role, TaskPlacement, TaskSpec
+from dlsched.runtime.byo_runs import command_fields, record_signal_stop
 from dlsched.runtime.joblogs import job_workdir, rank_log
 from dlsched.runtime.sdk import clean_checkpoints, program_key
 from dlsched.scheduler import events as ev
@@ -129,13 +130,16 @@ class RunsMixin:
         addr = hs[0].address.remote()
         worker_ranks = [tp.task for tp in pls if tasks[tp.task].role is Role.WORKER]
         ps_ranks = [tp.task for tp in pls if tasks[tp.task].role is Role.PS]
+        num_nodes = len({tp.node for tp in pls if tasks[tp.task].role is Role.WORKER})
         ckpt = str(self.ckpt_root / job_id)
         run.starts = []
+        byo = command_fields(spec, pls, self.max_grace_s)    # {} for an SDK program
         for tp, h in zip(pls, hs):
-            run.starts.append(h.start.remote({
+            run.starts.append(h.start.remote({**byo.get(tp.task, {}),
                 "job_id": job_id, "run_id": run_id, "rank": tp.task, "world_size": len(pls),
                 "worker_ranks": worker_ranks, "ps_ranks": ps_ranks,
-                "ckpt_dir": ckpt, "args": spec.args, "batch_size": spec.batch_size,
+                "ckpt_dir": ckpt, "args": spec.args, "batch_size": self.batch_of(job_id),
+                "init_batch_size": spec.batch_size, "num_nodes": num_nodes,
                 "iterations": spec.iterations, "epochs": spec.epochs,
                 "checkpoint_every": spec.checkpoint_every, "gpus": float(tasks[tp.task].demand[GPU]),
                 "entry": spec.entry, "log_path": str(rank_log(self.state_dir, job_id, tp.task)),
@@ -226,7 +230,7 @@ class RunsMixin:
         nxt = []                       # the next jobs, in order, as many ranks as the run frees
         for jid in self.scheduler.queue_order:
             rec, spec = self.scheduler.jobs.get(jid), self.specs.get(jid)
-            if rec is None or spec is None or jid in self.runs:
+            if rec is None or spec is None or jid in self.runs or spec.command:   # (nothing to preload)
                 continue
             if nxt and sum(len(r.tasks) for _, r, _ in nxt) + len(rec.tasks) > total:
                 break
@@ -310,26 +314,32 @@ class RunsMixin:
         if not self._finish_starting(run):    # (stopped while its ranks were starting)
             kill = True
         hs = [self.handles.get(w) for w in run.workers]
-        reusable = {}
-        own_loop = bool(not kill and hs and hs[0] is not None and self._own_loop(hs[0]))
+        reusable, signal_stop = {}, None
+        spec = self.specs.get(job_id)
+        grace = min(spec.grace_s, self.max_grace_s) if spec is not None and spec.command else None
+        own_loop = bool(grace is None and not kill and hs and hs[0] is not None and self._own_loop(hs[0]))
         if own_loop:
             self.stats.drain(run)             # its last reports, before its ranks go
             kill = True
         if not kill and all(h is not None for h in hs):
             try:
-                ray.get([h.stop.remote(run.run_id) for h in hs], timeout=10)
-                res = ray.get([h.wait.remote(run.run_id, self.stop_timeout_s) for h in hs],
-                              timeout=self.stop_timeout_s + 10)
+                wait_s = self.stop_timeout_s if grace is None else grace + 10  # SIGKILL at grace
+                ray.get([h.stop.remote(run.run_id, grace or 0.0) for h in hs], timeout=10)
+                res = ray.get([h.wait.remote(run.run_id, wait_s) for h in hs], timeout=wait_s + 10)
                 if any(r is None for r in res):
                     kill = True
                 else:
                     reusable = {w: r.get("reusable", True) for w, r in zip(run.workers, res)}
+                    if grace is not None:
+                        signal_stop = record_signal_stop(self.store, job_id, res, grace)
             except Exception:
                 kill = True
         if not kill:
             self.stats.drain(run)
         self._teardown(run, kill=kill, reusable=reusable)
         out = {"clean": not kill, "lost_steps": 0, "detail": ""}
+        if signal_stop is not None:               # a command job: what the script's progress says
+            out.update(lost_steps=signal_stop["lost_steps"] or 0, signal=True, detail=signal_stop["detail"])
         if kill:
             if not own_loop:
                 self.stats.from_log(job_id)   # what rank 0 logged before it was stopped

@@ -15,6 +15,12 @@ A program is a function `main(ctx: JobContext)` (see examples/):
             loss = train_one_batch(step)
             ctx.report(loss=loss)                      # step time is measured by ctx.steps
 
+A program that lets an adaptive policy (pollux) choose its batch size and replica count reads
+`ctx.batch_size` (the global batch of this run, set by the policy at each restart) and
+`ctx.local_batch` at start, and averages its gradients with `ctx.allreduce_gradients(model)`
+after `backward()` instead of wrapping the model in DistributedDataParallel: that one all-reduce
+also measures what the server fits goodput from (see `allreduce_gradients`).
+
 Contract
 - `steps` agrees on stopping across the gang: before every step the ranks all-reduce a stop flag
   (one tiny collective), so every rank stops after the same mini-batch. On a stop it checkpoints
@@ -77,7 +83,9 @@ class JobContext:
     master_port: int
     ckpt_dir: str
     args: dict = field(default_factory=dict)
-    batch_size: int = 32
+    batch_size: int = 32         # the global batch of this run (an adaptive policy may change it)
+    init_batch_size: int | None = None   # the batch the job was submitted with (M0), None: batch_size
+    num_nodes: int = 1           # nodes the worker ranks are on
     iterations: int | None = None
     epochs: int | None = None
     checkpoint_every: int = 20
@@ -95,6 +103,7 @@ class JobContext:
     _spe: int | None = None
     _seq: int = 0
     _log: Any = None
+    _grad: dict = field(default_factory=dict)    # the last allreduce_gradients' measures
 
     # -- roles -------------------------------------------------------------------------------
     @property
@@ -209,28 +218,73 @@ class JobContext:
         return bool(t.item())
 
     def steps(self, start: int, save: Callable[[], dict], steps_per_epoch: int | None = None) -> Iterator[int]:
+        """The job's steps from `start` (see the module docstring). Steps count work at the
+        submitted batch (`init_batch_size`, M0): a run that an adaptive policy gave batch M
+        advances M / M0 of them per mini-batch (the step given is the M0-steps done, rounded
+        down), so the job's work, iterations x M0 samples, is the same whatever its batch."""
         total = self.total_steps(steps_per_epoch)
         self._spe = steps_per_epoch
         self.in_steps = True
-        step = start
+        scale = self.batch_size / self.init_batch_size if self.init_batch_size else 1.0
+        step, done, saved = start, float(start), start
         step_s = None                 # the last step's wall time (for lead_s)
         while step < total:
             if self._stop_agreed():
                 self.checkpoint(step, save)
                 self.stopped = True
                 return
-            if step > start and step % self.checkpoint_every == 0:
+            if step // self.checkpoint_every > saved // self.checkpoint_every:
                 self.checkpoint(step, save)
+                saved = step
             self.step = step
             self._step_t0 = time.perf_counter()
             yield step
             step_s = time.perf_counter() - self._step_t0
-            step += 1
+            done += scale
+            step = int(done + 1e-9)
             self.step = step
-            if self.lead_s > 0 and (total - step) * step_s <= self.lead_s:
+            if self.lead_s > 0 and (total - step) / scale * step_s <= self.lead_s:
                 self.saving.set()     # the end is near: the runtime may preload the next job
         self.saving.set()             # the saving phase: the runtime may preload the next job
         self.checkpoint(step, save)
+
+    # -- gradients (an adaptive job's goodput inputs) ---------------------------------------
+    def allreduce_gradients(self, model) -> None:
+        """Average the gradients of `model` (a module or its parameters, after `backward()`)
+        over the worker ranks in one all-reduce, and measure what Pollux's goodput model needs.
+        The next `report` carries, from rank 0: `sync_s` (the all-reduce's seconds: a step's
+        sync part), `local_bsz`, `replicas`, `nodes`, and, with 2 or more replicas,
+        `grad_sqr` and `grad_var`, the gradient statistics at the submitted batch M0
+        (`gradient_stats`). The local squared norm rides in the same buffer: one collective."""
+        import torch
+        params = model.parameters() if hasattr(model, "parameters") else model
+        ps = [p for p in params if p.grad is not None]
+        if not ps:
+            raise ValueError("allreduce_gradients: no parameter has a gradient (call it after backward())")
+        n = self.num_workers
+        t0 = time.perf_counter()
+        flat = torch.cat([p.grad.reshape(-1) for p in ps])
+        buf = torch.cat([flat, flat.pow(2).sum().reshape(1)])
+        dist = self._dist()
+        if dist is not None and n > 1:
+            dist.all_reduce(buf)
+            buf /= n
+        i = 0
+        for p in ps:
+            k = p.grad.numel()
+            p.grad.copy_(buf[i:i + k].view_as(p.grad))
+            i += k
+        total_sqr = float(buf[:-1].pow(2).sum())
+        local_sqr = float(buf[-1])
+        sync_s = time.perf_counter() - t0
+        local_bsz = self.batch_size // max(n, 1)
+        rec = {"sync_s": sync_s if n > 1 else 0.0, "local_bsz": float(local_bsz),
+               "replicas": float(n), "nodes": float(self.num_nodes)}
+        if n > 1:
+            sqr, var = gradient_stats(local_sqr, total_sqr, n, local_bsz,
+                                      self.init_batch_size or self.batch_size)
+            rec.update(grad_sqr=sqr, grad_var=var)
+        self._grad = rec
 
     def close(self) -> None:
         if self._log is not None:
@@ -247,6 +301,8 @@ class JobContext:
         rec = {"step": self.step, "step_s": time.perf_counter() - self._step_t0, "time": time.time()}
         if self._spe:
             rec["epoch"] = self.step // self._spe
+        rec.update(self._grad)
+        self._grad = {}
         rec.update({k: float(v) for k, v in metrics.items()})
         with self._lock:
             if self._log is None:
@@ -274,6 +330,26 @@ class JobContext:
 
     def request_stop(self) -> None:
         self.stop_event.set()
+
+
+def gradient_stats(local_sqr: float, total_sqr: float, replicas: int, local_bsz: int,
+                   init_batch_size: int) -> tuple[float, float]:
+    """(grad_sqr, grad_var): |E g|^2 and tr Var g at batch `init_batch_size` (M0), estimated
+    from one step of `replicas` (N >= 2) data-parallel replicas, each on `local_bsz` (b) samples,
+    as AdaptDL does (adaptdl/torch/gradient_noise_scale.py): with S the per-sample gradient
+    variance, E|g_i|^2 = |G|^2 + S/b (`local_sqr`: the replicas' mean) and
+    E|mean g|^2 = |G|^2 + S/(N b) (`total_sqr`), so
+
+        grad_sqr = (N total_sqr - local_sqr) / (N - 1)
+        grad_var = S / M0 = (local_sqr - total_sqr) N b / ((N - 1) M0)
+
+    Unbiased and noisy: one step's grad_sqr may be negative; the server averages many."""
+    n = int(replicas)
+    if n < 2:
+        raise ValueError("gradient statistics need at least 2 replicas")
+    sqr = (n * total_sqr - local_sqr) / (n - 1)
+    var = (local_sqr - total_sqr) * n * local_bsz / ((n - 1) * float(init_batch_size))
+    return float(sqr), float(var)
 
 
 _LOADED: dict[tuple[str, float], Any] = {}

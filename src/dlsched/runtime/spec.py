@@ -9,6 +9,8 @@
     cpus_per_worker: 0.5
     ps_cpus: 0.5
     batch_size: 64                  # global mini-batch (split over the workers)
+    max_batch_size: 512             # optional: an adaptive policy (pollux) may pick the batch,
+                                    # up to this, and the workers (dlsched.runtime.goodput)
     iterations: 200                 # or epochs: (one of the two)
     deadline_s: 3600                # optional, seconds after submission
     priority: 0
@@ -20,7 +22,19 @@
     checkpoint_every: 20            # steps between checkpoints (also at every suspend)
     workdir: runs/digits            # optional: the ranks' working directory (relative to this
                                     # spec; must exist). Default: the job's own private directory,
-                                    # <state dir>/work/<job id>, so relative paths never collide
+                                    # <state dir>/work/<job id>, so relative paths never collide;
+                                    # for a `command` job, the spec's own directory
+
+Or, instead of `entry`, a script of your own (dlsched.runtime.byo, docs/runtime-byo-scripts.md):
+
+    command: [python, train.py, --epochs, "10"]   # argv, one process per rank (1-64 strings)
+    launcher: env                   # the default; or torchrun: one torchrun per node (byo_launch.py)
+    grace_s: 30                     # SIGTERM, then SIGKILL this long after (<= the server's
+                                    # --max-grace-s)
+    preemptible: true               # false: no policy suspends, migrates or resizes it
+    progress: {regex: 'step (\\d+) loss ([0-9.]+)'}   # optional, over each rank 0 stdout line
+    env: {WANDB_API_KEY: ...}       # optional: the processes' own variables (never shown back)
+    python: /opt/venvs/train        # optional: an interpreter, or a virtualenv, on the nodes
 
 The entry's function `main(ctx)` gets a dlsched.runtime.sdk.JobContext. At submit the program
 file must exist, parse, and define `main` (a 'module:function' entry: the module must be
@@ -28,6 +42,8 @@ importable and define the function); what fails here would fail every attempt th
 """
 from __future__ import annotations
 
+import json
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,6 +66,7 @@ FIELDS: dict[str, tuple[str, Any, bool]] = {
     "cpus_per_worker": ("num0", 0.5, False),
     "ps_cpus": ("num0", 0.5, False),
     "batch_size": ("int1", None, True),
+    "max_batch_size": ("int1", None, False),
     "iterations": ("int1", None, False),
     "epochs": ("int1", None, False),
     "deadline_s": ("num0", None, False),
@@ -59,14 +76,25 @@ FIELDS: dict[str, tuple[str, Any, bool]] = {
     "queue": ("name", None, False),
     "checkpoint_every": ("int1", 20, False),
     "workdir": ("str", None, False),
+    "command": ("command", None, False),
+    "launcher": ("str", None, False),
+    "grace_s": ("num0", None, False),
+    "preemptible": ("bool", True, False),
+    "progress": ("map", None, False),
+    "env": ("secrets", None, False),
+    "python": ("path", None, False),
 }
+LAUNCHERS = ("env", "torchrun")
+BYO_ONLY = ("launcher", "grace_s", "progress", "env", "python")   # fields of a `command` job only
+DEFAULT_GRACE_S = 30.0
+MAX_ARGV, MAX_ARG_CHARS = 64, 4096
 
 
 @dataclass(frozen=True)
 class RuntimeJobSpec:
     """A validated job spec; `entry` is absolute (a file path) or 'module:function'."""
     name: str
-    entry: str
+    entry: str = ""                              # "" for a `command` job
     args: dict = field(default_factory=dict)
     workers: int = 1
     ps: int = 0
@@ -74,6 +102,7 @@ class RuntimeJobSpec:
     cpus_per_worker: float = 0.5
     ps_cpus: float = 0.5
     batch_size: int = 32
+    max_batch_size: int | None = None            # adaptive (pollux): the largest batch it may get
     iterations: int | None = None
     epochs: int | None = None
     deadline_s: float | None = None
@@ -83,6 +112,13 @@ class RuntimeJobSpec:
     queue: str | None = None
     checkpoint_every: int = 20
     workdir: str | None = None
+    command: tuple[str, ...] | None = None      # a script of your own (dlsched.runtime.byo)
+    launcher: str | None = None
+    grace_s: float | None = None
+    preemptible: bool = True
+    progress: dict | None = None
+    env: dict | None = None                     # the processes' own variables (values: secrets)
+    python: str | None = None                   # an interpreter or a virtualenv on the nodes
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -112,7 +148,9 @@ class RuntimeJobSpec:
                        model=self.model, comm="ps" if self.ps else "allreduce",
                        batch_size=self.batch_size,
                        iterations=float(self.iterations) if self.iterations else None, user=self.user,
-                       queue=self.queue)
+                       queue=self.queue, preemptible=self.preemptible,
+                       extra=(json.dumps({"max_batch_size": self.max_batch_size})
+                              if self.max_batch_size else None))
 
 
 def _lines(text: str) -> dict[str, int]:
@@ -141,6 +179,24 @@ def _check(kind: str, key: str, v: Any, err) -> Any:
         if len(str(v)) > 128:
             err(key, f"must be at most 128 characters, got {len(str(v))}")
         return str(v)
+    if kind == "secrets":              # the values are never echoed (they may be secrets)
+        if not isinstance(v, dict):
+            err(key, "must be a mapping of NAME: value pairs")
+        return dict(v)
+    if kind == "path":
+        if not isinstance(v, str) or not v or len(v) > 4096 or "\0" in v:
+            err(key, "must be a path of 1-4096 characters")
+        return v
+    if kind == "bool":
+        if not isinstance(v, bool):
+            err(key, f"must be true or false, got {v!r}")
+        return v
+    if kind == "command":
+        if (not isinstance(v, list) or not v or len(v) > MAX_ARGV
+                or not all(isinstance(a, str) and a and len(a) <= MAX_ARG_CHARS and "\0" not in a for a in v)):
+            err(key, f"must be a list of 1-{MAX_ARGV} non-empty strings (each at most {MAX_ARG_CHARS} "
+                     f"characters), e.g. [python, train.py, --epochs, '10']")
+        return tuple(v)
     if kind == "map":
         if not isinstance(v, dict):
             err(key, f"must be a mapping, got {v!r}")
@@ -162,8 +218,10 @@ def _check(kind: str, key: str, v: Any, err) -> Any:
 
 
 def job_spec_from_dict(spec: Any, *, file: str | None = None, base_dir: Path | None = None,
-                       lines: dict[str, int] | None = None) -> RuntimeJobSpec:
-    """Validate a parsed job spec. Errors are InputErrors naming file, line and field."""
+                       lines: dict[str, int] | None = None, script_roots=None) -> RuntimeJobSpec:
+    """Validate a parsed job spec. Errors are InputErrors naming file, line and field.
+    `script_roots`: the server's --script-root directories; a torchrun job's script must lie in
+    its workdir or one of them (None: not checked, as a client cannot know the server's)."""
     lines = lines or {}
 
     def err(key: str | None, msg: str):
@@ -175,18 +233,28 @@ def job_spec_from_dict(spec: Any, *, file: str | None = None, base_dir: Path | N
     if unknown:
         err(unknown[0], f"unknown field (allowed: {', '.join(FIELDS)})")
     vals: dict[str, Any] = {}
+    byo = spec.get("command") is not None
     for key, (kind, default, required) in FIELDS.items():
         if spec.get(key) is None:
-            if required:
+            if required and not (byo and key in ("entry", "batch_size")):
                 err(key, "is required")
             if default is not None:
                 vals[key] = default
             continue
         vals[key] = _check(kind if kind != "entry" else "str", key, spec[key], err)
+    if byo:
+        return _byo_spec(vals, spec, base_dir, err, script_roots)
+    if any(spec.get(k) is not None for k in BYO_ONLY):
+        k = next(k for k in BYO_ONLY if spec.get(k) is not None)
+        err(k, "is for a job that gives `command` (a script of your own)")
     if (vals.get("iterations") is None) == (vals.get("epochs") is None):
         err("iterations" if "iterations" in spec else "epochs", "give exactly one of iterations and epochs")
     if vals["batch_size"] % vals["workers"]:
         err("batch_size", f"must be divisible by workers ({vals['workers']}), got {vals['batch_size']}")
+    mb = vals.get("max_batch_size")
+    if mb is not None and (mb < vals["batch_size"] or vals["ps"]):
+        err("max_batch_size", f"must be >= batch_size ({vals['batch_size']}), got {mb}" if not vals["ps"]
+            else "is for an all-reduce job (ps: 0): a policy adapts its batch and workers")
     entry = vals["entry"]
     if entry.endswith(".py"):
         p = Path(entry)
@@ -210,6 +278,95 @@ def job_spec_from_dict(spec: Any, *, file: str | None = None, base_dir: Path | N
         vals["workdir"] = str(w.resolve())
     vals.setdefault("args", {})
     return RuntimeJobSpec(**vals)
+
+
+def _byo_spec(vals: dict, spec: dict, base_dir: Path | None, err, script_roots) -> RuntimeJobSpec:
+    """The rest of a `command` job's checks (dlsched.runtime.byo, byo_launch)."""
+    from dlsched.runtime.byo import regex_problem
+    from dlsched.runtime.byo_launch import env_problem, python_problem
+    if spec.get("entry"):
+        err("entry", "give either entry (a main(ctx) program) or command (a script of your own), not both")
+    launcher = vals.get("launcher") or "env"
+    if launcher not in LAUNCHERS:
+        err("launcher", f"must be one of {', '.join(LAUNCHERS)}, got {launcher!r}")
+    vals["launcher"] = launcher
+    if vals["ps"]:
+        err("ps", "a command job has no parameter-server ranks (ps: 0)")
+    if vals.get("max_batch_size") is not None:
+        err("max_batch_size", "is for a main(ctx) program (entry): a command job cannot take a new batch")
+    if vals.get("iterations") is not None and vals.get("epochs") is not None:
+        err("iterations", "give at most one of iterations and epochs")
+    vals.setdefault("batch_size", None)
+    vals["grace_s"] = DEFAULT_GRACE_S if vals.get("grace_s") is None else vals["grace_s"]
+    prog = vals.get("progress")
+    if prog is not None:
+        extra = sorted(str(k) for k in prog if k != "regex")
+        if extra or "regex" not in prog:
+            err("progress", f"must be {{regex: '...'}}, got the keys {sorted(map(str, prog))}")
+        problem = regex_problem(prog["regex"])
+        if problem:
+            err("progress", f"progress.regex {problem}")
+        vals["progress"] = {"regex": prog["regex"]}
+    if vals.get("env") is not None:
+        problem = env_problem(vals["env"])
+        if problem:
+            err("env", problem)
+        vals["env"] = {k: str(v) for k, v in vals["env"].items()}
+    if vals.get("python") is not None:
+        problem = python_problem(vals["python"])
+        if problem:
+            err("python", problem)
+    w = Path(vals["workdir"]) if vals.get("workdir") is not None else (base_dir or Path.cwd())
+    if not w.is_absolute():
+        w = (base_dir or Path.cwd()) / w
+    if not w.is_dir():
+        err("workdir", f"no such directory: {w}")
+    vals["workdir"] = str(w.resolve())
+    if launcher == "torchrun":
+        _torchrun_checks(vals["command"], w, script_roots, err)
+    else:
+        _command_exists(vals["command"], w, err)
+    vals.setdefault("args", {})
+    return RuntimeJobSpec(**vals)
+
+
+def _torchrun_checks(argv, w: Path, script_roots, err) -> None:
+    """A torchrun job's command: torchrun's options (byo_launch.torchrun_parts), its script
+    there, and inside the allowed roots when the server's are given."""
+    from dlsched.runtime.byo_launch import outside_roots, script_of, torchrun_parts
+    try:
+        opts, script_argv = torchrun_parts(argv)
+    except ValueError as e:
+        err("command", str(e))
+    script = script_of(opts, script_argv)
+    if script is None:
+        return
+    p = Path(script) if Path(script).is_absolute() else w / script
+    if not p.is_file():
+        err("command", f"no such script: {p} (relative paths are from the workdir, {w})")
+    if script_roots is not None:
+        problem = outside_roots(script, str(w), script_roots)
+        if problem:
+            err("command", problem)
+
+
+def _command_exists(argv, w: Path, err) -> None:
+    """`launcher: env`: the executable is there (python: the interpreter), and a .py script after
+    python too."""
+    import shutil
+    exe = argv[0]
+    if exe not in ("python", "python3"):
+        if "/" in exe:
+            p = Path(exe) if Path(exe).is_absolute() else w / exe
+            found = p.is_file() and os.access(p, os.X_OK)
+        else:
+            found = shutil.which(exe) is not None
+        if not found:
+            err("command", f"no such executable on this node: {exe!r} (give python, a name on PATH or a path)")
+    elif len(argv) > 1 and argv[1].endswith(".py"):
+        script = Path(argv[1]) if Path(argv[1]).is_absolute() else w / argv[1]
+        if not script.is_file():
+            err("command", f"no such script: {script} (relative paths are from the workdir, {w})")
 
 
 MAX_SPEC_FILE_BYTES = 1024 ** 2

@@ -21,6 +21,10 @@ import traceback
 
 import ray
 
+# the payload keys of a command job (runtime/byo.py), not JobContext's
+_BYO = ("command", "progress_regex", "local_rank", "local_world_size", "grace_s", "torchrun", "torchrun_idle",
+        "cuda_visible", "user_env", "python")
+
 
 class RankWorker:
     def __init__(self, node: str, warm_imports: tuple[str, ...] = ()):
@@ -44,6 +48,7 @@ class RankWorker:
         self.done = threading.Event()
         self.done.set()
         self.preloads: dict[str, threading.Thread | None] = {}   # program_key -> its preload
+        self.proc = None                  # a command job's process (runtime/byo.py)
 
     def ping(self) -> dict:
         return {"pid": os.getpid(), "node": self.node}
@@ -93,17 +98,37 @@ class RankWorker:
             raise RuntimeError(f"worker busy with {self.run_id}")
         if address is not None:
             payload = {**payload, "master_addr": address[0], "master_port": address[1]}
-        fields = {k: v for k, v in payload.items() if k not in ("entry", "env", "log_path", "workdir")}
-        for k, v in (payload.get("env") or {}).items():
-            os.environ[k] = v
+        fields = {k: v for k, v in payload.items() if k not in ("entry", "env", "log_path", "workdir") + _BYO}
         self.ctx = JobContext(**fields)
         self.run_id, self.job_id = payload["run_id"], payload["job_id"]
         self.result = None
         self.done.clear()
+        if payload.get("command"):           # a script of its own, in a process (runtime/byo.py)
+            from dlsched.runtime.byo import ProcRun
+            self.proc = ProcRun(payload, self.ctx, payload.get("log_path"), payload.get("workdir"))
+            self.thread = threading.Thread(target=self._run_proc, daemon=True)
+            self.thread.start()
+            return self.run_id
+        self.proc = None
+        for k, v in (payload.get("env") or {}).items():
+            os.environ[k] = v
         self.thread = threading.Thread(target=self._run, args=(payload["entry"], payload.get("log_path"),
                                                                payload.get("workdir")), daemon=True)
         self.thread.start()
         return self.run_id
+
+    def _run_proc(self) -> None:
+        """A command job's rank: its process runs, this thread waits for it (the process dies
+        with this thread: PR_SET_PDEATHSIG, byo.py)."""
+        try:
+            self.result = self.proc.run()
+        except BaseException as e:        # the worker's own error: reported, the worker lives on
+            self.result = {"state": "failed", "step": self.ctx.step, "failed_at": time.time(),
+                           "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-4000:]}
+        finally:
+            self.ctx.close()
+            self.result["reusable"] = True
+            self.done.set()
 
     def _run(self, entry: str, log_path: str | None, workdir: str | None = None) -> None:
         import contextlib
@@ -159,9 +184,14 @@ class RankWorker:
             return None
         return dict(self.result or {})
 
-    def stop(self, run_id: str) -> bool:
+    def stop(self, run_id: str, grace_s: float = 30.0) -> bool:
+        """Ask the run to stop: an SDK program at its next mini-batch boundary; a command
+        job's processes by SIGTERM, then SIGKILL after `grace_s`."""
         if run_id == self.run_id and self.ctx is not None and not self.done.is_set():
-            self.ctx.request_stop()
+            if self.proc is not None:
+                self.proc.stop(grace_s)
+            else:
+                self.ctx.request_stop()
             return True
         return False
 
@@ -171,7 +201,8 @@ class RankWorker:
                 "state": "running" if not self.done.is_set() else ("idle" if self.result is None else "finished"),
                 "result": self.result, "step": ctx.step if ctx else 0,
                 # can it stop at a mini-batch boundary? (its loop is ctx.steps); has it reported?
-                "in_steps": bool(ctx and ctx.in_steps), "reported": bool(ctx and ctx._seq)}
+                "in_steps": bool(ctx and ctx.in_steps), "reported": bool(ctx and ctx._seq),
+                "command": self.proc is not None}
 
     def drain(self, ack: int = 0) -> tuple[list, list]:
         return self.ctx.drain(ack) if self.ctx is not None else ([], [])
@@ -179,4 +210,4 @@ class RankWorker:
     def release(self) -> None:
         """Back to the pool: forget the finished run."""
         if self.done.is_set():
-            self.ctx = self.run_id = self.job_id = self.result = None
+            self.ctx = self.run_id = self.job_id = self.result = self.proc = None

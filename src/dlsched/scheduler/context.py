@@ -32,6 +32,16 @@ _NO_TASKS: frozenset = frozenset()
 _SETTLED = (JobState.DONE, JobState.HELD, JobState.REJECTED)   # not in the queue, not running
 
 
+class WhyBox:
+    """One scheduler's last round's explanation (placing.Explained), shared by its records: a
+    new round replaces `ex`, and no record is touched (a deep queue's round would otherwise cost
+    a write per waiting job)."""
+    __slots__ = ("ex",)
+
+    def __init__(self) -> None:
+        self.ex = None
+
+
 @dataclass(eq=False, slots=True)
 class JobRecord:
     """The scheduler's view of one job."""
@@ -51,11 +61,34 @@ class JobRecord:
     reject_reason: str = ""
     key: tuple = ()
     queued: bool = False             # in Scheduler.queue (kept by _enqueue / _remove_from_queue)
-    why: str = ""                    # why the last round left it waiting (the framework's, as key)
+    # why the last round left it waiting: `why` (a property) reads the round's Explained (its
+    # box: the scheduler's, shared by its records) and falls back to the reason set by hand
+    _why: str = ""
+    _box: "WhyBox | None" = None
+    _need: tuple | None = None       # (tasks, GPUs of them all, GPUs of the first): gpu_need's
+    # the spec's, kept as a field: read for every waiting job in every round's loops (a
+    # property cost 7 s of a deep-queue run's 80 under the profiler; bench_policies.py --deep)
+    job_id: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        self.job_id = self.spec.job_id
 
     @property
-    def job_id(self) -> str:
-        return self.spec.job_id
+    def why(self) -> str:
+        """Why the last round left it waiting ("why pending?"): the placement's reason for a job
+        the round tried, "" for one it decided, the round's word for the others of its queue
+        (dlsched.scheduler.placing.Explained), else the reason last set (tenancy's refusals)."""
+        box = self._box
+        ex = None if box is None else box.ex
+        if ex is not None:
+            r = ex.reason(self.job_id)
+            if r is not None:
+                return r
+        return self._why
+
+    @why.setter
+    def why(self, value: str) -> None:
+        self._why = value
 
     @property
     def submit_time_s(self) -> float:
@@ -65,6 +98,19 @@ class JobRecord:
         if not self.placed and not self.done_tasks:      # (most calls: a job not placed yet)
             return list(self.tasks)
         return [t for t in self.tasks if t.index not in self.placed and t.index not in self.done_tasks]
+
+    def gpu_need(self) -> tuple[float, float]:
+        """(GPUs all its unplaced tasks ask for, GPUs the first of them asks for), kept while
+        nothing of the job is placed (the deep-queue checks: Placing.cannot_fit, Preempt)."""
+        if self.placed or self.done_tasks:
+            todo = self.unplaced()
+            return float(sum(t.demand[GPU] for t in todo)), (float(todo[0].demand[GPU]) if todo else 0.0)
+        c = self._need
+        if c is None or c[0] is not self.tasks:
+            tasks = self.tasks
+            c = self._need = (tasks, float(sum(t.demand[GPU] for t in tasks)),
+                              float(tasks[0].demand[GPU]) if tasks else 0.0)
+        return c[1], c[2]
 
     def held_gpus(self) -> float:
         tasks = self.tasks        # (a list, not a generator: the same sum in the same order)
@@ -92,11 +138,14 @@ class RoundContext:
              empty until the allocator ran and for allocators that never resize
     stats    the backend's per-job counters: stats(job_id) -> dict with the keys of
              dlsched.scheduler.backend.STATS_KEYS; None outside a run
+    goodput  the backend's fitted goodput of a job whose model it measures (the runtime's
+             `goodput_model(job_id, init_batch, max_batch)`: dlsched.runtime.goodput), or None
     notes    None, or a dict through which one component of the profile tells a later one a
              fact of this round (Optimus's allocator tells its placer which jobs may need
              anything); it goes with the round
     """
-    __slots__ = ("snap", "txn", "now", "jobs", "queue", "rng", "stats", "allocation", "notes", "_sched")
+    __slots__ = ("snap", "txn", "now", "jobs", "queue", "rng", "stats", "allocation", "notes", "goodput",
+                 "_sched")
 
     def __init__(self, snap: Snapshot, txn: Transaction, now: float, jobs, queue: list, rng: np.random.Generator,
                  sched, stats: Callable[[str], dict] | None = None):
@@ -105,6 +154,7 @@ class RoundContext:
         self.queue, self.rng, self.stats, self._sched = queue, rng, stats, sched
         self.allocation = _EMPTY
         self.notes: dict | None = None
+        self.goodput = getattr(sched, "_goodput", None)
 
     @property
     def cluster(self):

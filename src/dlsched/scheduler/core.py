@@ -53,10 +53,11 @@ from dlsched.core.types import Launch, Migrate, Plan, Resize, Resume, Suspend
 from dlsched.scheduler import events as ev
 from dlsched.scheduler.admission import NeverFits
 from dlsched.scheduler.backend import capabilities_of, capability_gap
-from dlsched.scheduler.context import _SETTLED, JobRecord, JobState, RoundContext  # noqa: F401 (re-exported)
+from dlsched.scheduler.context import _SETTLED, JobRecord, JobState, RoundContext, WhyBox  # noqa: F401 (re-exported)
 from dlsched.scheduler.contain import contained_round
 from dlsched.scheduler.eventlog import CompactLog, LogRecord, Rounds, Timeline, placed_detail
 from dlsched.scheduler.fastplace import FastPlacer
+from dlsched.scheduler.kept_order import KeptOrder
 from dlsched.scheduler.hotpath import LogWriter, fewer_collections
 from dlsched.scheduler.placing import Placing
 from dlsched.scheduler.profile import Profile, build_profile, overrides as _overrides  # noqa: F401 (re-exported)
@@ -77,6 +78,7 @@ class Scheduler(LogWriter, Placing):
         self.check_scores = check_scores
         self.jobs: dict[str, JobRecord] = {}
         self._jobs_view = MappingProxyType(self.jobs)   # what policies see (read-only)
+        self._fixed: set[str] = set()       # non-preemptible jobs (JobSpec.preemptible False)
         self.queue: list[JobRecord] = []          # waiting: PENDING, PARTIAL, SUSPENDED
         self.running: dict[str, JobRecord] = {}   # RUNNING (and PARTIAL tasks jobs that run)
         self.rounds = Rounds()                    # (time_s, wall_s, queued jobs) per round, in columns
@@ -91,7 +93,11 @@ class Scheduler(LogWriter, Placing):
         self.never_fits = NeverFits(profile.filters)   # also asked at submit (the runtime)
         self._local_scores = all(sc.node_local for sc, _ in profile.scorers)
         self._fast = FastPlacer.for_profile(profile) if self._local_scores else None
+        self._fits_only = len(profile.filters) == 1 and type(profile.filters[0]).__name__ == "FitsFilter"
+        self._room: tuple | None = None           # Placing._refuse: the free GPUs of this round, its answers
         self._dynamic = bool(profile.order.dynamic)
+        self._kept = KeptOrder(profile.order) if not (self._static or self._dynamic) and \
+            getattr(profile.order, "waiting_keys_kept", False) else None
         # hooks with a body (the declared defaults do nothing: calling them would only cost)
         self._begin = _overrides(profile.order, "begin_round")
         self._pre_actions = [a for a in profile.actions if _overrides(a, "before_place")]
@@ -113,9 +119,12 @@ class Scheduler(LogWriter, Placing):
         self._quiet_until: float | None = None
         self.rounds_skipped = 0
         self._stats: Callable[[str], dict] | None = None
+        self._goodput = None
         self.round_errors: list[tuple[float, str | None, str]] = []   # (time, job or None, error)
-        self.queue_order: tuple[str, ...] = ()    # the last round's queue, in the policy's order
+        self._why_box = WhyBox()                  # the last round's "why pending?" (_explain)
+        self._queue_extra: tuple[str, ...] = ()   # queue_order's tail: tenancy's refused jobs
         self._tried: set[str] = set()             # jobs the round's queue loop tried (_explain)
+        self._skipped: tuple | None = None        # where the loop stopped, no GPU free (_stopped)
         # quotas and fair share over a queue tree (dlsched.tenancy.engine): None, one tenant
         self.tenancy = tenancy
         if tenancy is not None:
@@ -147,6 +156,7 @@ class Scheduler(LogWriter, Placing):
         if use is not None:
             use(frozenset(self.profile.needs()))
         self._stats = backend.job_stats
+        self._goodput = getattr(backend, "goodput_model", None)    # optional (the runtime's)
         # skipping quiet rounds needs a backend whose state changes only through events
         self._can_be_quiet = self._can_be_quiet and bool(getattr(backend, "quiet_rounds", False))
         with fewer_collections():           # (dlsched.scheduler.hotpath: a speed-up, not logic)
@@ -288,7 +298,10 @@ class Scheduler(LogWriter, Placing):
     def _on_arrival(self, e: ev.JobArrival, backend) -> None:
         job = e.job
         rec = JobRecord(job, job.tasks)
+        rec._box = self._why_box
         self.jobs[job.job_id] = rec
+        if not job.preemptible:
+            self._fixed.add(job.job_id)
         self._log_rec((e.time, "arrival", job.job_id, "", (), None, False, job, None))
         reason = self.never_fits(job, backend)
         if not reason and self.tenancy is not None:
@@ -311,6 +324,8 @@ class Scheduler(LogWriter, Placing):
             bisect.insort(self.queue, rec, key=lambda r: r.key)
         else:
             self.queue.append(rec)
+            if self._kept is not None:
+                self._kept.add(rec)
 
     def _remove_from_queue(self, rec: JobRecord) -> None:
         if not rec.queued:
@@ -321,6 +336,8 @@ class Scheduler(LogWriter, Placing):
             if i < len(self.queue) and self.queue[i] is rec:
                 del self.queue[i]
                 return
+        if self._kept is not None:
+            self._kept.remove(rec)
         self.queue.remove(rec)
 
     def _settle_service(self, rec: JobRecord, now: float) -> None:
@@ -342,12 +359,15 @@ class Scheduler(LogWriter, Placing):
                     for a, v in st.items():
                         setattr(c, a, copy.deepcopy(v))
         txn = Transaction(snap)
+        txn.fixed = self._fixed
         ctx = RoundContext(snap, txn, snap.now, self._jobs_view, [], self.rng, self, self._stats)
         if self._begin:
             ctx.queue = list(self.queue)          # the waiting jobs, not yet in order
             self.profile.order.begin_round(ctx)
         if self._static:
             queue = list(self.queue)
+        elif self._kept is not None:
+            queue = self._kept.ordered(ctx)           # keyed when they joined (kept_order.py)
         else:
             key = self.profile.order.key
             for rec in self.queue:
@@ -364,29 +384,30 @@ class Scheduler(LogWriter, Placing):
             placer.place(ctx)
         head = None                                # the job a blocking profile stopped at
         if self._dynamic:
-            # Re-pick the smallest key after every placement (progressive filling).
+            # Re-pick the smallest key after every placement (progressive filling). Keys change
+            # only when the round decides something: in between, the next smallest is the next
+            # in order (keys are unique), so the rest is re-sorted only then. The same jobs in
+            # the same order as a min() per try, without its O(queue^2) under a deep queue.
             key = self.profile.order.key
-            pending = [r for r in queue if r.job_id not in txn.decided]
-            while pending:
-                rec = min(pending, key=lambda r: (*key(r, ctx), r.submit_time_s, r.job_id))
-                pending.remove(rec)
+            ordered, at, seen = [r for r in queue if r.job_id not in txn.decided], 0, None
+            while at < len(ordered):
+                if seen != (len(txn.decided), len(txn.plan.decisions)):
+                    seen = (len(txn.decided), len(txn.plan.decisions))
+                    ordered, at = sorted(ordered[at:], key=lambda r: (*key(r, ctx), r.submit_time_s, r.job_id)), 0
+                rec = ordered[at]
+                at += 1
                 if not self._try(rec, ctx) and self.profile.blocking:
                     head = rec
                     break
         elif self.tenancy is not None:
             self._place_per_queue(queue, ctx)
         else:
-            for rec in queue:
-                if rec.job_id in txn.decided:
-                    continue
-                if not self._try(rec, ctx) and self.profile.blocking:
-                    head = rec
-                    break
+            head = self._place_in_order(queue, ctx)
         for action in self._post_actions:
             action.act(ctx)
         self._explain(queue, txn, head)
         if self.tenancy is not None:
-            self.queue_order = (*self.queue_order, *(r.job_id for r in waiting if r.job_id in self.tenancy.refused))
+            self._queue_extra = tuple(r.job_id for r in waiting if r.job_id in self.tenancy.refused)
             self._walked = txn             # the accounts read its decisions once it is carried out
         self._last_round = (snap.now, _time.perf_counter() - t0, len(queue))
         self.rounds.append(self._last_round)

@@ -117,6 +117,9 @@ class Order(Component, Protocol):
     static: ClassVar[bool] = False
     #: re-key after every job the round places (DRF's progressive filling)
     dynamic: ClassVar[bool] = False
+    #: a waiting job that holds nothing keeps its key while it waits: keyed once, when it joins
+    #: the queue, and kept in order between rounds (dlsched.scheduler.kept_order)
+    waiting_keys_kept: ClassVar[bool] = False
 
     def begin_round(self, ctx: "RoundContextLike") -> None:
         """Once at the start of each round, before any key(): fold time-dependent state

@@ -14,11 +14,47 @@ from __future__ import annotations
 
 import numpy as np
 
-from dlsched.core.types import JobSpec, Status, TaskSpec, amount
+from dlsched.core.types import GPU, JobSpec, Status, TaskSpec, amount
 from dlsched.scheduler.context import JobRecord, JobState, RoundContext
 from dlsched.scheduler.transaction import Transaction
 
 _EPS = 1e-9
+
+
+LEFT_OUT = "left out by the policy this round (its allocation or time slices)"
+
+
+class Explained:
+    """A round's answer to "why pending?" for the jobs of its queue, computed per job when read:
+    "" for a job it decided; None (the reason the queue loop set: JobRecord._why) for one it
+    tried; behind the job a blocking profile stopped at, for one it did not reach; otherwise
+    the policy's allocation or placer left it out. None too for a job not in its queue."""
+    __slots__ = ("queue", "decided", "tried", "behind", "untried", "_pos", "_order")
+
+    def __init__(self, queue, decided, tried, behind, untried=None) -> None:
+        self.queue, self.decided, self.tried, self.behind = queue, decided, tried, behind
+        self.untried = untried       # (where the loop stopped in the queue, the refusal, the jobs)
+        self._pos = self._order = None
+
+    def order(self) -> tuple[str, ...]:
+        if self._order is None:
+            self._order = tuple(r.job_id for r in self.queue)
+        return self._order
+
+    def reason(self, job_id: str) -> str | None:
+        if job_id in self.decided:
+            return ""
+        if job_id in self.tried:
+            return None
+        pos = self._pos
+        if pos is None:
+            pos = self._pos = {j: i for i, j in enumerate(self.order())}
+        i = pos.get(job_id)
+        if i is None:
+            return None
+        if self.untried is not None and i >= self.untried[0]:
+            return self.untried[1](self.untried[2][job_id])
+        return self.behind if self.behind is not None else LEFT_OUT
 
 
 class Placing:
@@ -26,8 +62,12 @@ class Placing:
 
     def _try(self, rec: JobRecord, ctx: RoundContext) -> bool:
         """Place one job of the queue loop; keep the reason it failed for `_explain`."""
-        st = self.place(rec, ctx)
+        refused = self._refuse(rec, ctx)
         self._tried.add(rec.job_id)
+        if refused is not None:
+            rec.why = refused[1]
+            return False
+        st = self.place(rec, ctx)
         if not st.ok:
             rec.why = "; ".join(st.reasons) or "does not fit"
         return st.ok
@@ -49,23 +89,123 @@ class Placing:
             if not self._try(rec, ctx) and strict:
                 blocked[leaf] = rec.job_id
 
+    def _place_in_order(self, queue: list[JobRecord], ctx: RoundContext) -> JobRecord | None:
+        """The queue loop: each job not yet decided tried in order; a blocking profile stops at
+        the first that does not start (returned). Under the fits filter alone, once no GPU is
+        free, the rest are not tried when each of them certainly cannot start: it needs GPUs,
+        holds no task and asks no GPU type. `_refuse` would refuse each of them with the same
+        words (`Explained.reason` gives them when asked), so the decisions are the same; a
+        deep queue's round then ends at its last placement, not at its last job (issue "Scale
+        ... deep queues"; `python benchmarks/bench_policies.py --deep`)."""
+        txn, blocking = ctx.txn, self.profile.blocking
+        decided = txn.decided
+        stop = self._fits_only and not blocking
+        if stop and self._stopped(queue, 0, ctx):
+            return None
+        for i, rec in enumerate(queue):
+            if rec.job_id in decided:
+                continue
+            if self._try(rec, ctx):
+                if stop and self._stopped(queue, i + 1, ctx):
+                    return None
+            elif blocking:
+                return rec
+        return None
+
+    def _stopped(self, queue, start: int, ctx) -> bool:
+        """No GPU is free and no job of queue[start:] can start without one: each needs GPUs,
+        holds no task and may go on any GPU type (so `_refuse` would refuse it; `gpu_refusal`
+        gives its words). Kept in `_skipped` for `_explain`."""
+        txn = ctx.txn
+        free = txn.free_view() if type(txn) is Transaction else txn.free
+        col = free[ctx.snap.up, GPU]
+        if not len(col):
+            return False
+        total, block = float(col.sum()), float(col.max())
+        if total > _EPS:
+            return False
+        mask = ctx.snap.cluster.type_mask
+        for rec in queue[start:] if start else queue:
+            if rec.placed or rec.done_tasks or rec.gpu_need()[1] <= _EPS or mask(rec.spec) is not None:
+                return False
+        self._skipped = (queue, start, total, block)
+        return True
+
+    def gpu_refusal(self, rec: JobRecord, total: float, block: float) -> str:
+        """`_refuse`'s words, joined, for a job `_stopped` left untried."""
+        need, first = rec.gpu_need()
+        n = len(rec.tasks)
+        gang = self.profile.gang and rec.spec.is_gang
+        if gang and n > 1:
+            return f"gang: needs {amount(GPU, need)} in all; {max(total, 0.0):g} free"
+        committed = f"gang: 0 of {n} tasks fit" if gang else f"partial: 0 of {n} tasks placed"
+        return (f"{committed}; needs {amount(GPU, first, rec.spec.gpu_type)} on one node; "
+                f"the largest free block is {max(block, 0.0):g}")
+
     def _explain(self, queue: list[JobRecord], txn, head: JobRecord | None) -> None:
-        """Each waiting job's position (the round's order, `queue_order`) and why it still waits
-        ("why pending?": GET /jobs and `dlsched jobs`): the placement's reason for a job the
-        queue loop tried; behind the job a blocking profile stopped at, for one it did not reach;
-        otherwise the policy's allocation or placer left it out. A job decided has no reason."""
-        self.queue_order = tuple(r.job_id for r in queue)
+        """Publish why each job of the round's queue still waits ("why pending?": GET /jobs and
+        `dlsched jobs`), as an Explained read when asked (JobRecord.why): O(1) per round, where
+        writing a reason into every waiting record was most of a deep-queue round (issue "Scale
+        ... deep queues"; `python benchmarks/bench_scale.py --networks 8`; decision 0052)."""
         behind = None if head is None else f"behind {head.job_id} (in order: nothing starts before it)"
-        for rec in queue:
-            if rec.job_id in txn.decided:
-                rec.why = ""
-            elif rec.job_id in self._tried:
-                continue                           # _try kept the placement's reason
-            elif behind is not None:
-                rec.why = behind
+        skipped = self._skipped
+        self._skipped = None
+        untried = None
+        if skipped is not None and skipped[0] is queue:
+            _, start, total, block = skipped
+            untried = (start, lambda rec: self.gpu_refusal(rec, total, block), self.jobs)
+        self._why_box.ex = Explained(queue, txn.decided, self._tried, behind, untried)
+        self._tried = set()
+
+    @property
+    def queue_order(self) -> tuple[str, ...]:
+        """The last round's queue in the policy's order (and, under a tenancy, the jobs its
+        admission refused after them): built when read."""
+        ex = self._why_box.ex
+        return self._queue_extra if ex is None else ex.order() + self._queue_extra
+
+    def _refuse(self, rec: JobRecord, ctx: RoundContext) -> tuple[Status, str] | None:
+        """`place`'s answer (and its reasons joined), without trying, for a job the free GPUs
+        certainly cannot take: a gang asking for more GPUs than are free in all, or (the fits
+        filter alone, no GPU type) a first task larger than the largest free block. The same
+        Status, word for word, as `place` would give (tests/unit/test_deep_queue.py); None when
+        the job may fit. Under a deep queue most jobs are such: a round then costs a lookup per
+        waiting job, not a placement (issue "Scale ... deep queues"; `python benchmarks/
+        bench_policies.py --deep`, RESULTS.md block `deep-queue`). The free GPUs are read once
+        per round and again after each job placed; the answers are kept per job shape while
+        they stay the same."""
+        txn = ctx.txn
+        room = self._room
+        if room is None or room[0] is not txn or room[1] != len(txn.decided):
+            free = txn.free_view() if type(txn) is Transaction else txn.free
+            col = free[ctx.snap.up, GPU]
+            room = self._room = (txn, len(txn.decided), float(col.sum()), float(col.max()) if len(col) else None, {})
+        _, _, total, block, said = room
+        if block is None:
+            return None
+        need, first = rec.gpu_need()
+        if rec.placed or rec.done_tasks:
+            n_todo, n_all = len(rec.unplaced()), len(rec.tasks) - len(rec.done_tasks)
+        else:
+            n_todo = n_all = len(rec.tasks)
+        spec = rec.spec
+        gang = self.profile.gang and spec.is_gang
+        if gang and n_todo > 1 and need > total + _EPS:
+            key = ("gang", need)
+        elif self._fits_only and first > 0 and block < first - _EPS and ctx.snap.cluster.type_mask(spec) is None:
+            key = ("task", first, spec.gpu_type, gang, n_all, n_all - n_todo)
+        else:
+            return None
+        out = said.get(key)
+        if out is None:
+            if key[0] == "gang":
+                st = Status.unschedulable(f"gang: needs {amount(GPU, need)} in all; {max(total, 0.0):g} free")
             else:
-                rec.why = "left out by the policy this round (its allocation or time slices)"
-        self._tried.clear()
+                why = f"needs {amount(GPU, first, spec.gpu_type)} on one node; the largest free block is {max(block, 0.0):g}"
+                committed = self.commit(rec, ctx)      # nothing reserved: place's own ending
+                st = Status.unschedulable(*committed.reasons, why) if not committed.ok else Status.unschedulable(why)
+            out = said[key] = (st, "; ".join(st.reasons) or "does not fit")
+        return out
 
     def place(self, rec: JobRecord, ctx: RoundContext) -> Status:
         """Place the job's unplaced tasks one at a time, then commit (gang: all or nothing)."""

@@ -30,7 +30,7 @@ class Transaction:
     them: `free_view()` reads free without copying (the per-task fit check). A round that
     reserves nothing (most rounds of a blocked FIFO queue) copies nothing. Valid because a
     snapshot does not change while its round runs (the backend applies the plan after)."""
-    __slots__ = ("snap", "_free", "_gpu_load", "_gpu_used", "_tentative", "plan", "released", "decided")
+    __slots__ = ("snap", "_free", "_gpu_load", "_gpu_used", "_tentative", "plan", "released", "decided", "fixed")
 
     def __init__(self, snap: Snapshot):
         self.snap = snap
@@ -39,6 +39,9 @@ class Transaction:
         self.plan = Plan()
         self.released: set[str] = set()
         self.decided: set[str] = set()     # jobs given a Launch / Resume in this round
+        # jobs that declared themselves non-preemptible (JobSpec.preemptible False; the
+        # scheduler sets this): release and migrate refuse them, a policy must not choose them
+        self.fixed: frozenset | set = frozenset()
 
     # Column-major: filters read one resource over all nodes at a time.
     @property
@@ -100,6 +103,7 @@ class Transaction:
         t._tentative = {j: list(v) for j, v in self._tentative.items()}
         t.plan = Plan(list(self.plan.decisions))
         t.released, t.decided = set(self.released), set(self.decided)
+        t.fixed = self.fixed
         return t
 
     # -- reservations ----------------------------------------------------------------------
@@ -255,6 +259,14 @@ class Transaction:
         """Take placements back (the inverse of unhold)."""
         self._shift(placements, demands, -1)
 
+    def hold_or_release(self, job_id: str, placements, demands) -> None:
+        """A running job unheld for a move that could not be made: it takes its placements back
+        if they are still free, else it is suspended (the placers of resizing allocators)."""
+        fits = all(np.all(d <= self.free[tp.node] + _EPS) for tp, d in zip(placements, demands))
+        self.hold(placements, demands)
+        if not fits:
+            self.release(job_id, placements, demands)
+
     def _shift(self, placements, demands, sign: int) -> None:
         if not placements:
             return
@@ -266,19 +278,23 @@ class Transaction:
             for tp, d in zip(placements, demands):
                 self._use(tp.node, tp.gpu_ids, d[GPU], -sign)
 
-    def commit_resize(self, job_id: str, tasks: tuple[TaskSpec, ...]) -> None:
+    def commit_resize(self, job_id: str, tasks: tuple[TaskSpec, ...], adapt=None) -> None:
         """Make the job's reservations of this round (one per task of `tasks`) a Resize: the job
-        restarts with this task list on these placements (running or not)."""
+        restarts with this task list on these placements (running or not). `adapt`: see
+        Resize.adapt."""
         placed = self._tentative.pop(job_id, [])
         tps = tuple(tp for tp, _ in placed)
         if sorted(tp.task for tp in tps) != [t.index for t in tasks]:
             raise ValueError(f"resize of {job_id}: placements {tps} do not cover its {len(tasks)} tasks")
-        self.plan.add(Resize(job_id, tuple(tasks), tps))
+        self.plan.add(Resize(job_id, tuple(tasks), tps) if adapt is None else
+                      Resize(job_id, tuple(tasks), tps, adapt=adapt))
         self.decided.add(job_id)
 
     def release(self, job_id: str, placements, demands, cost=None, reason: str = "") -> None:
         """Suspend a running job: its resources are free for the rest of this round (`cost`: the
         Suspend's switch cost, for a backend that charges it; `reason`: why, for the log)."""
+        if job_id in self.fixed:
+            raise ValueError(f"{job_id} is not preemptible (its spec says preemptible: false)")
         for tp, demand in zip(placements, demands):
             self.free[tp.node] += np.asarray(demand, dtype=np.float64)
             if tp.gpu_ids:
@@ -289,6 +305,8 @@ class Transaction:
 
     def migrate(self, job_id: str, old, demands, new_placements: tuple[TaskPlacement, ...]) -> None:
         """Move a running job: free its old placements and take the new ones."""
+        if job_id in self.fixed:
+            raise ValueError(f"{job_id} is not preemptible (its spec says preemptible: false)")
         for tp, demand in zip(old, demands):
             self.free[tp.node] += np.asarray(demand, dtype=np.float64)
             if tp.gpu_ids:

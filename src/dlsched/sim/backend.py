@@ -296,6 +296,10 @@ class SimBackend(Holding, Rates):
                 self._stop(r, now)
                 if isinstance(d, Resize):
                     r.tasks = d.tasks
+                    # (a runtime job's BatchChoice, simulated: no goodput profile, its speed model)
+                    if d.adapt is not None and hasattr(d.adapt, "profile"):
+                        r.adapt = d.adapt
+                        self._adaptive = True
                 r.restoring = not fresh
                 r.starting = fresh and self.start_delay_s > 0
                 if cost is not None:

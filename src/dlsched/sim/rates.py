@@ -29,6 +29,7 @@ from dlsched.sim.run import JobRun
 
 class Rates:
     """SimBackend's rates and re-rates (mixed in; see the module)."""
+    _adaptive = False        # a job runs with its own batch (JobRun.adapt, dlsched.sim.adaptive)
 
     def _advance(self, r: JobRun, now: float) -> None:
         dt = now - r.last_t
@@ -151,7 +152,10 @@ class Rates:
                     r.restart_until = now + delay
                     if delay > 0:
                         self.heap.push(r.restart_until, P_RATE, RateChange(jid, r.version))
-                if r.prof is None:
+                if r.adapt is not None:           # its own batch: re-picked at every re-rate
+                    self._advance(r, now)
+                    r.prof = r.adapt.profile(r)
+                elif r.prof is None:
                     r.prof = self.speed.profile(r.spec, tuple(r.placements.values()), r.tasks)
                     if r.prof is not None and r.prof.link_bytes:
                         self._net_dirty.add(jid)
@@ -201,12 +205,24 @@ class Rates:
             # One sequence number per job, in this order, for a finish it may push: the same
             # order of entries as taking them one at a time (gaps do not matter).
             self._rerate(order, self.heap.reserve(len(order)), changed, now)
+        if self._adaptive:
+            self._epoch_edges(order, now)
         if partial_jobs or self._partial:
             self._partial = float(sum(runs[j].hold_gpus for j in partial_jobs))
         self._touched.clear()
         self._net_dirty.clear()
         if self._done:
             self._drop_done()
+
+    def _epoch_edges(self, order, now: float) -> None:
+        """A re-rate at the end of the current epoch of each adaptive job just re-rated (it
+        picks its batch again there; dlsched.sim.adaptive)."""
+        for jid in order:
+            r = self.runs[jid]
+            if r.adapt is not None and not r.finished:
+                t = r.adapt.boundary(r, now)
+                if t is not None:
+                    self.heap.push(t, P_RATE, RateChange(jid, r.version))
 
     def _job_shares(self, r: JobRun) -> dict | None:
         """{link: the job's share} for a job with link bytes (its flow's rate on every link it

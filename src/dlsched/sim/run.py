@@ -58,6 +58,9 @@ class JobRun:
     # its live finish entry in the event heap and its time (None: none pushed since the last
     # one popped), and a later one waiting for it to pop: (time, seq, version) (_push_finish)
     fin_ev: object = None
+    # its own batch size and goodput-charged progress (dlsched.sim.adaptive), set by a Resize
+    # that carries one; None: the speed model's profile at its submitted batch
+    adapt: object = None
     fin_at: float = 0.0
     deferred: tuple | None = None
 

@@ -58,7 +58,7 @@ class View:
         leaf = self.leaf_of(job)
         npp = self.params.non_preemptible_priority
         for rec, vleaf, vreq in self._victims:
-            if npp is not None and rec.spec.priority >= npp:
+            if (npp is not None and rec.spec.priority >= npp) or not rec.spec.preemptible:
                 continue
             kind = "preempt" if vleaf == leaf else "reclaim"
             floor = self.params.preempt_min_runtime_s if kind == "preempt" else self.params.reclaim_min_runtime_s

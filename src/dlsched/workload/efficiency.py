@@ -78,6 +78,14 @@ def _stats(app: str, batch: float) -> tuple[np.ndarray, np.ndarray]:
     return (1 - a) * sqr[lo] + a * sqr[hi], (1 - a) * var[lo] + a * var[hi]
 
 
+def grad_stats(app: str, batch: float, epoch: int) -> tuple[float, float]:
+    """(grad_sqr, grad_var) of `app` during `epoch` at global batch `batch` (linear between the
+    profiled batch sizes, clamped into their range)."""
+    name = _check(app)
+    sqr, var = _stats(name, batch)
+    return float(sqr[epoch]), float(var[epoch])
+
+
 def _gains(app: str, batch: float) -> np.ndarray:
     sizes = _validation(app)[0]
     scale = float(batch) / sizes[0]

@@ -15,9 +15,12 @@ Files
       pollux  Pollux workload CSV: name, time, application, num_replicas, batch_size
     except a file whose name ends `.trace` or `.trace.gz`, which is read as
       gavel   Gavel's tab-separated trace, no header (`dlsched.workload.gavel_trace`)
+    and the public traces as published (`dlsched.workload.formats`: tiresias, helios, acme,
+    slurm, swf, pai, openb, spot, elasticflow, philly-raw), recognised from their header, name or first bytes; `mapping`
+    (`--map`) reads any other table by the columns it names.
     Encoding, recognised from the content: Parquet (starts with `PAR1`), JSON lines (first
     character `{`), otherwise CSV; any of them may be gzipped (gzip magic bytes).
-    `format=` overrides either: one of schema / philly / pollux / gavel, or csv / parquet / jsonl.
+    `format=` overrides either: one of FORMATS, or csv / parquet / jsonl.
 
 Line numbers in errors are 1-based: in CSV the header is line 1 and the first data row line 2
 (a row whose quoted field spans lines counts as the line it ends on); in JSON lines the first
@@ -41,6 +44,7 @@ import json
 import os
 import tempfile
 from collections import Counter
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -48,11 +52,11 @@ import numpy as np
 
 from dlsched.core.errors import DlschedError, InputError
 from dlsched.core.types import GPU, JobSpec
-from dlsched.workload import gavel_trace, readers
+from dlsched.workload import formats, gavel_trace, readers
 from dlsched.workload.generators import GENERATORS, generate
 from dlsched.workload.schema import COLUMNS, job_to_row
 
-FORMATS = ("schema", "philly", "pollux", "gavel")
+FORMATS = ("schema", "philly", "pollux", "gavel") + formats.NAMES
 ENCODINGS = ("csv", "parquet", "jsonl")
 SAVE_SUFFIXES = {".csv": ("csv", False), ".csv.gz": ("csv", True), ".parquet": ("parquet", False),
                  ".jsonl": ("jsonl", False), ".jsonl.gz": ("jsonl", True)}
@@ -63,21 +67,30 @@ _PARQUET_MAGIC = b"PAR1"
 
 # ----------------------------------------------------------------------------- loading
 
-def load_workload(ref: str | Path, *, format: str | None = None, seed: int = 0) -> list[JobSpec]:
+def load_workload(ref: str | Path, *, format: str | None = None, seed: int = 0, mapping=None) -> list[JobSpec]:
     """The jobs a reference names (generator, bundled workload or file), sorted by
-    (submit_time_s, job_id). `seed` feeds generators; `format` overrides file detection."""
+    (submit_time_s, job_id). `seed` feeds generators; `format` overrides file detection;
+    `mapping` (`--map`: "submit=ts,gpus=n,..." or a YAML file, `formats.mapped`) reads a file
+    by the columns it names."""
+    return inspect_workload(ref, format=format, seed=seed, mapping=mapping)[0]
+
+
+def inspect_workload(ref: str | Path, *, format: str | None = None, seed: int = 0, mapping=None
+                     ) -> tuple[list[JobSpec], dict[str, Any]]:
+    """load_workload's jobs and how they were read: {"format": ..., "dropped": {reason: rows}}."""
     if format is not None and format not in FORMATS + ENCODINGS:
         raise DlschedError(f"unknown workload format {format!r} (formats: {', '.join(FORMATS + ENCODINGS)})")
     named = _is_name(ref)
     if named:
         name = ref.partition(":")[0].strip()
         if name in GENERATORS:
-            if format is not None:
-                raise DlschedError(f"workload {ref!r} is a generator: format={format!r} applies to files only")
-            return _sorted(generate(ref, seed=seed))
+            if format is not None or mapping is not None:
+                what = f"format={format!r}" if format is not None else "--map"
+                raise DlschedError(f"workload {ref!r} is a generator: {what} applies to files only")
+            return _sorted(generate(ref, seed=seed)), {"format": "generator", "dropped": {}}
         bundled = readers.bundled_workload_path(ref)
         if bundled is not None:
-            return load_workload(bundled, format=format)
+            return inspect_workload(bundled, format=format, mapping=mapping)
     path = Path(ref).expanduser()
     if not path.exists():
         if named and (":" in ref or not Path(ref).suffix):
@@ -87,7 +100,9 @@ def load_workload(ref: str | Path, *, format: str | None = None, seed: int = 0) 
         raise DlschedError(f"{ref}: no such workload file")
     if not path.is_file():
         raise DlschedError(f"{path}: not a file")
-    return _load_file(path, format)
+    info: dict[str, Any] = {}
+    jobs = _sorted([job for _, job in _load_pairs(path, format, mapping, info)])
+    return jobs, info
 
 
 def _is_name(ref) -> bool:
@@ -101,7 +116,24 @@ def is_named_workload(ref: str | Path) -> bool:
 
 
 def _sorted(jobs: list[JobSpec]) -> list[JobSpec]:
-    return sorted(jobs, key=lambda j: (j.submit_time_s, j.job_id))
+    """By (submit_time_s, job_id). A trace is mostly in submission order already: then only the
+    runs of equal submission times are sorted, by job_id (1 M jobs: 0.1 s, not the 1 s of a
+    whole sort; benchmarks/bench_trace_read.py)."""
+    import numpy as np
+    n = len(jobs)
+    t = np.fromiter((j.submit_time_s for j in jobs), dtype=np.float64, count=n)
+    step = np.diff(t)
+    if n < 2 or not (step >= 0).all():             # (NaN fails >= 0 too)
+        return sorted(jobs, key=attrgetter("submit_time_s", "job_id"))
+    out = list(jobs)
+    tie = np.flatnonzero(step == 0)                 # jobs i and i + 1 were submitted together
+    if tie.size:
+        cut = np.flatnonzero(np.diff(tie) > 1) + 1
+        by_id = attrgetter("job_id")
+        for run in np.split(tie, cut):
+            a, b = int(run[0]), int(run[-1]) + 2
+            out[a:b] = sorted(out[a:b], key=by_id)
+    return out
 
 
 def _sniff(path: Path) -> tuple[str, bool]:
@@ -129,16 +161,12 @@ def _sniff(path: Path) -> tuple[str, bool]:
     return ("jsonl" if text.startswith(b"{") else "csv"), gz
 
 
-def load_workload_rows(path: str | Path, *, format: str | None = None) -> list[tuple[int, JobSpec]]:
+def load_workload_rows(path: str | Path, *, format: str | None = None, mapping=None) -> list[tuple[int, JobSpec]]:
     """(line, job) of each row of a workload file, in file order (for checks that name a line)."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise DlschedError(f"{path}: no such workload file")
-    return _load_pairs(path, format)
-
-
-def _load_file(path: Path, format: str | None) -> list[JobSpec]:
-    return _sorted([job for _, job in _load_pairs(path, format)])
+    return _load_pairs(path, format, mapping)
 
 
 def _gavel_v100(job_type: str, gpus: int) -> float | None:
@@ -146,11 +174,19 @@ def _gavel_v100(job_type: str, gpus: int) -> float | None:
     return load_throughputs("gavel").steps_per_s(job_type, gpus, "V100")
 
 
-def _load_pairs(path: Path, format: str | None) -> list[tuple[int, JobSpec]]:
+def _load_pairs(path: Path, format: str | None, mapping=None, info: dict | None = None) -> list[tuple[int, JobSpec]]:
     file = str(path)
+    info = {} if info is None else info
+    info.update(format=format, dropped={})
+    if mapping is not None or format in formats.NAMES or (format is None and not gavel_trace.is_gavel_trace(path)
+                                                          and formats.detect(path) is not None):
+        trace = formats.read_trace(path, format, mapping)
+        info.update(format=trace.format, dropped=trace.dropped)
+        return _unique(trace.pairs, file)
     if format == "gavel" or (format is None and gavel_trace.is_gavel_trace(path)):
         # its job ids are unique by construction; an SLO is a multiple of the run time alone on a
         # V100, read from Gavel's own table (loaded only when a row has one)
+        info["format"] = "gavel"
         return gavel_trace.read_gavel_trace(path, file=file, steps_per_s=_gavel_v100)
     encoding, gz = _sniff(path)
     if format in ENCODINGS:
@@ -176,8 +212,10 @@ def _load_pairs(path: Path, format: str | None) -> list[tuple[int, JobSpec]]:
     if fmt is None:
         raise DlschedError(
             f"{file}: unrecognised workload columns ({', '.join(map(str, columns)) or 'none'}); expected "
-            f"the dlsched schema (job_id, submit_time_s, ...), a Philly trace ({', '.join(readers.PHILLY_COLUMNS)}) "
-            f"or a Pollux workload ({', '.join(readers.POLLUX_COLUMNS)})")
+            f"the dlsched schema (job_id, submit_time_s, ...), a Philly trace ({', '.join(readers.PHILLY_COLUMNS)}), "
+            f"a Pollux workload ({', '.join(readers.POLLUX_COLUMNS)}) or a trace format "
+            f"({', '.join(formats.NAMES[:-1])}); or name the columns with --map submit=COL,duration=COL,...")
+    info["format"] = fmt
 
     if encoding == "parquet":
         if fmt == "schema":
@@ -197,14 +235,20 @@ def _load_pairs(path: Path, format: str | None) -> list[tuple[int, JobSpec]]:
             frame, lines = _records_frame(records)
         reader = readers.read_philly if fmt == "philly" else readers.read_pollux
         pairs = reader(frame, lines, file=file)
+    return _unique(pairs, file)
 
+
+def _unique(pairs, file: str) -> list[tuple[int, JobSpec]]:
+    pairs = pairs if isinstance(pairs, list) else list(pairs)
+    if len({job.job_id for _, job in pairs}) == len(pairs):     # the usual case, in one C-speed pass
+        return pairs
     seen: dict[str, int] = {}
     for line, job in pairs:
         if job.job_id in seen:
             raise InputError(f"duplicate job_id {job.job_id!r} (first on line {seen[job.job_id]})",
                              file=file, line=line, field="job_id")
         seen[job.job_id] = line
-    return list(pairs)
+    return pairs
 
 
 def _read_csv(path: Path, gz: bool):
@@ -373,7 +417,10 @@ def describe_workload(jobs: Iterable[JobSpec]) -> dict[str, Any]:
     jobs, dl_jobs, tasks_jobs, tasks (all tasks incl. parameter servers), gpus_requested (sum),
     gpus_per_job ({gpus: jobs}), first_submit_s, last_submit_s, span_s, jobs_with_duration,
     gpu_seconds (GPUs x duration over jobs with a known duration; per task for `tasks` jobs),
-    jobs_with_iterations, jobs_with_deadline, users, models ({model: jobs}, None left out)."""
+    jobs_with_iterations, jobs_with_deadline, users, queues (distinct, None left out), gpu_types
+    ({type: jobs}), gpu_type_sets ({"A|B": jobs} of the jobs that may run on any of several types,
+    JobSpec.gpu_types; gpu_type unset), time_span ("Dd HH:MM:SS" of the submissions), jobs_with_recorded_start,
+    models ({model: jobs}, None left out)."""
     jobs = list(jobs)
     gpus_hist: Counter = Counter()
     models: Counter = Counter()
@@ -395,8 +442,16 @@ def describe_workload(jobs: Iterable[JobSpec]) -> dict[str, Any]:
     submits = [j.submit_time_s for j in jobs]
     first = min(submits) if submits else 0.0
     last = max(submits) if submits else 0.0
+    days, rest = divmod(int(round(last - first)), 86400)
+    types = Counter(j.gpu_type for j in jobs if j.gpu_type is not None)
+    sets = Counter("|".join(j.gpu_types) for j in jobs if j.gpu_type is None and j.gpu_types)
     return {
         "jobs": len(jobs),
+        "users": len({j.user for j in jobs}),
+        "queues": len({j.queue for j in jobs if j.queue is not None}),
+        "gpu_types": dict(sorted(types.items())),
+        "gpu_type_sets": dict(sorted(sets.items())),
+        "time_span": f"{days}d {rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}",
         "dl_jobs": sum(1 for j in jobs if j.kind == "dl"),
         "tasks_jobs": sum(1 for j in jobs if j.kind == "tasks"),
         "tasks": sum(len(j.tasks) for j in jobs),
@@ -409,7 +464,7 @@ def describe_workload(jobs: Iterable[JobSpec]) -> dict[str, Any]:
         "gpu_seconds": gpu_seconds,
         "jobs_with_iterations": sum(1 for j in jobs if j.iterations is not None),
         "jobs_with_deadline": sum(1 for j in jobs if j.deadline_s is not None),
-        "users": len({j.user for j in jobs}),
+        "jobs_with_recorded_start": sum(1 for j in jobs if j.recorded_start_s is not None),
         "models": dict(sorted(models.items())),
     }
 

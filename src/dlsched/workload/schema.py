@@ -24,15 +24,20 @@
 | user                | str    | no (default) | owner, for fairness policies |
 | queue               | str    | no       | the leaf of the queue tree it runs in (a trace's virtual cluster) |
 | gpu_type            | str    | no       | required GPU type |
+| gpu_types           | str    | no       | the GPU types the job may run on, `|`-separated (`V100M16|V100M32`); gpu_type wins |
 | data_gb             | float  | no       | training data a DL job loads in its launch phase, GB (with the model: over its NICs) |
 | launch_s            | float  | no       | launch phase (data and model transfer), seconds; wins over data_gb |
 | save_s              | float  | no (0)   | saving phase after the last iteration, seconds |
+| recorded_start_s    | float  | no       | when the trace says the job started (same clock as submit_time_s; may be < 0) |
+| recorded_end_s      | float  | no       | when the trace says the job ended (same clock; may be < 0) |
+| extra               | str    | no       | a JSON object of the trace's columns no other column holds |
 
 A DL job needs `iterations` with a known `model`, or `duration_s`. A `tasks` job needs `duration_s`.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from typing import Any
 
@@ -63,10 +68,16 @@ COLUMNS: dict[str, tuple[str, Any]] = {
     "user": ("str", "default"),
     "queue": ("str", None),
     "gpu_type": ("str", None),
+    "gpu_types": ("str", None),
     "data_gb": ("float", None),
     "launch_s": ("float", None),
     "save_s": ("float", 0.0),
+    "recorded_start_s": ("float", None),
+    "recorded_end_s": ("float", None),
+    "extra": ("str", None),
 }
+#: numbers that may be negative (a trace's record of a start before the first submission)
+SIGNED = ("recorded_start_s", "recorded_end_s")
 REQUIRED = ("job_id", "submit_time_s")
 KINDS = ("dl", "tasks")
 COMMS = ("allreduce", "ps", "none")
@@ -114,7 +125,8 @@ def _column(row: dict[str, Any], col: str, file, line) -> Any:
 def _convert(kind: str, v: Any, file, line, col) -> Any:
     if kind == "str":
         return str(v).strip()
-    return parse_number(v, file=file, line=line, field=col, integer=kind == "int")
+    return parse_number(v, file=file, line=line, field=col, integer=kind == "int",
+                        minimum=-math.inf if col in SIGNED else 0.0)
 
 
 _TASK_LISTS: dict[tuple, tuple] = {}
@@ -142,6 +154,13 @@ def job_from_row(row: dict[str, Any], *, file: str | None = None, line: int | No
         raise InputError(f"must be one of {', '.join(KINDS)}, got {v['kind']!r}", file=file, line=line, field="kind")
     if v["comm"] not in COMMS:
         raise InputError(f"must be one of {', '.join(COMMS)}, got {v['comm']!r}", file=file, line=line, field="comm")
+    if v["extra"] is not None:
+        try:
+            ok = isinstance(json.loads(v["extra"]), dict)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise InputError("expected a JSON object ({...})", file=file, line=line, field="extra")
     if v["workers"] < 1:
         raise InputError("must be >= 1", file=file, line=line, field="workers")
     is_dl = v["kind"] == "dl"
@@ -172,12 +191,14 @@ def job_from_row(row: dict[str, Any], *, file: str | None = None, line: int | No
     for j in range(v["ps"]):
         tasks.append(TaskSpec(v["workers"] + j, Role.PS, ps_demand, None))
     model = v["model"].lower() if v["model"] else None
+    allowed = tuple(t.strip() for t in v["gpu_types"].split("|") if t.strip()) if v["gpu_types"] else None
     return JobSpec(
         job_id=v["job_id"], submit_time_s=v["submit_time_s"], kind=v["kind"], tasks=_shared_tasks(tuple(tasks)),
         user=v["user"], priority=v["priority"], deadline_s=v["deadline_s"], model=model,
         comm=v["comm"] if is_dl else "none", batch_size=v["batch_size"], iterations=v["iterations"],
-        duration_s=v["duration_s"], gpu_type=v["gpu_type"], data_gb=v["data_gb"], launch_s=v["launch_s"],
-        save_s=v["save_s"], queue=v["queue"])
+        duration_s=v["duration_s"], gpu_type=v["gpu_type"], gpu_types=allowed or None, data_gb=v["data_gb"], launch_s=v["launch_s"],
+        save_s=v["save_s"], queue=v["queue"], recorded_start_s=v["recorded_start_s"],
+        recorded_end_s=v["recorded_end_s"], extra=v["extra"])
 
 
 #: what job_like takes from a row: each column is one JobSpec field, and for a dl job nothing else
@@ -212,6 +233,8 @@ def job_to_row(job: JobSpec) -> dict[str, Any]:
         "ps_cpus": ps[0].demand[1] if ps else 2.0, "ps_mem_gb": ps[0].demand[2] if ps else 8.0,
         "model": job.model, "comm": job.comm, "batch_size": job.batch_size, "iterations": job.iterations,
         "duration_s": job.duration_s, "deadline_s": job.deadline_s, "priority": job.priority,
-        "user": job.user, "gpu_type": job.gpu_type, "data_gb": job.data_gb, "launch_s": job.launch_s,
-        "save_s": job.save_s, "queue": job.queue,
+        "user": job.user, "gpu_type": job.gpu_type,
+        "gpu_types": "|".join(job.gpu_types) if job.gpu_types else None, "data_gb": job.data_gb, "launch_s": job.launch_s,
+        "save_s": job.save_s, "queue": job.queue, "recorded_start_s": job.recorded_start_s,
+        "recorded_end_s": job.recorded_end_s, "extra": job.extra,
     }

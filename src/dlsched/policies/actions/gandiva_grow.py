@@ -166,7 +166,7 @@ class GandivaGrow(Action):
 
     def _static(self, ctx, rec):
         spec = rec.spec
-        if (spec.kind != "dl" or spec.comm != "allreduce"
+        if (spec.kind != "dl" or spec.comm != "allreduce" or not spec.preemptible   # a resize restarts it
                 or self._speed_model(ctx.snap.cluster).params.model(spec.model) is None):
             return None   # no model: no predicted speed-up (_iter_time is None), never grows
         if (rec.state is not JobState.RUNNING or rec.unplaced() or not is_whole_dl(rec)

@@ -206,6 +206,7 @@ class GandivaMigrate(Action):
         for r in ctx.running:
             if (r.job_id in ring_of or r.job_id in txn.released or r.job_id in txn.decided
                     or r.state is not JobState.RUNNING or r.unplaced() or not is_whole_dl(r)
+                    or not r.spec.preemptible                  # never moved (JobSpec.preemptible)
                     or self.clock.ran_for(r, ctx.now) < self.min_run_s - _EPS):
                 continue
             ns = {tp.node for tp in r.placed.values()}

@@ -313,7 +313,7 @@ class GandivaTimeslice(Action):
         holder = ctx.jobs[run[0]]
         if ctx.now - ring.since < self.quantum_s - _EPS or self.clock.ran_for(holder, ctx.now) < self.min_run_s - _EPS:
             return
-        if holder.job_id in ctx.txn.decided or holder.job_id in ctx.txn.released:
+        if holder.job_id in ctx.txn.decided or holder.job_id in ctx.txn.released or not holder.spec.preemptible:
             return
         free = ctx.txn.free.copy()
         for tp in holder.placed.values():
@@ -339,6 +339,7 @@ class GandivaTimeslice(Action):
         waiting = [rec for rec in ctx.queue
                    if rec.job_id not in txn.decided and rec.job_id not in txn.released
                    and rec.job_id not in self.ring_of and not rec.placed and is_whole_dl(rec)
+                   and rec.spec.preemptible          # a ring member is suspended in its turn
                    and rec.state in (JobState.PENDING, JobState.SUSPENDED)]
         if not waiting or self.max_load < 2:
             return set()
@@ -351,6 +352,7 @@ class GandivaTimeslice(Action):
         for rec in ctx.running:
             if (rec.job_id in self.ring_of or rec.job_id in txn.released or rec.job_id in txn.decided
                     or rec.state is not JobState.RUNNING or rec.unplaced() or not is_whole_dl(rec)
+                    or not rec.spec.preemptible                # non-preemptible: never a ring holder
                     or len(rec.tasks) != len(rec.spec.tasks)   # resized (grown): not a ring holder
                     or any(ctx.snap.gpu_load[tp.node, g] > 1 for tp in rec.placed.values() for g in tp.gpu_ids)):
                 continue

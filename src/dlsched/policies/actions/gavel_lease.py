@@ -192,10 +192,12 @@ class GavelLease(Action):
         full = now >= self.lease_end - 1e-9
         if full:
             self.lease_end = now + self.round_s
-        chosen = self._greedy(order, gpus, running if full else [], waiting, running)
+        # a non-preemptible running job is never a candidate: it keeps its GPUs at every lease
+        movable = [r for r in running if r.spec.preemptible]
+        chosen = self._greedy(order, gpus, movable if full else [], waiting, running)
         self.assigned = {r.job_id: chosen[r.job_id] for r in waiting if r.job_id in chosen}
         if full:
-            for r in running:
+            for r in movable:
                 if chosen.get(r.job_id) != self.on.get(r.job_id):
                     placements = list(r.placed.values())
                     txn.release(r.job_id, placements, [r.tasks[tp.task].demand for tp in placements])

@@ -169,8 +169,8 @@ class OptimusPlace(Timeless, Place):
             running = rec.state is JobState.RUNNING
             txn.decided.add(rec.job_id)           # the per-task placement loop skips them all
             if running:
-                if w > 0 and (w, p) == shape(rec.tasks):
-                    continue                                   # keeps what it holds
+                if (w > 0 and (w, p) == shape(rec.tasks)) or not rec.spec.preemptible:
+                    continue               # keeps what it holds (a non-preemptible job always)
                 old = tuple(rec.placed.values())
                 demands = [rec.tasks[tp.task].vector for tp in old]
                 if w == 0:
@@ -198,10 +198,7 @@ class OptimusPlace(Timeless, Place):
             else:
                 txn.discard(rec.job_id)
                 if old is not None:               # could not move: keep its place, or suspend
-                    fits = all(np.all(d <= txn.free[tp.node] + _EPS) for tp, d in zip(old, demands))
-                    txn.hold(old, demands)
-                    if not fits:
-                        txn.release(rec.job_id, old, demands)
+                    txn.hold_or_release(rec.job_id, old, demands)
                     pool.update(tp.node for tp in old)
 
     # -- placement --------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ the seed001 cluster's shape) with T_j = Q_j x Optimus's oracle seconds per itera
 """
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass
 

@@ -17,8 +17,8 @@ re-allocated from scratch:
        (x early_factor for a job in its early state: fewer than min_samples speed samples),
        until every gain <= 0 or nothing more fits. A job is capped at max_workers workers.
        Settle (`settle`, on by default): a running job that has not yet shown its speed with
-       the tasks it holds (no rate measured at its current (w, p)) keeps them, as a rigid job
-       keeps its request. Without it a job resized or started just before a round is resized
+       the tasks it holds (no rate measured at its current (w, p), or none yet in its current
+       run) keeps them, as a rigid job keeps its request. Without it a job resized or started just before a round is resized
        again on a guess before it has run a step: on the runtime, where a restart takes seconds
        to minutes, a ps job was restarted 4 times in a row and never stepped. Pollux's Optimus
        has no such rule; in the simulator a job shows its rate as soon as its restart delay is
@@ -100,6 +100,7 @@ class OptimusAllocate(KeptAllocation, Allocate):
         self._model = None           # SpeedModel of the cluster (oracle iteration times)
         self._iter: dict[tuple[str, int, int], float] = {}
         self._samples: dict[str, dict[tuple[int, int], float]] = {}   # job -> (w, p) -> iter/s
+        self._rate_now: dict[str, float] = {}    # job -> its rate in its current run (_observe)
         self._fits: dict[str, object] = {}
         self._conv: dict[str, object] = {}
         self.fit_errors: list[tuple[float, str, int, float]] = []   # see _observe
@@ -204,6 +205,7 @@ class OptimusAllocate(KeptAllocation, Allocate):
             if rec.spec.kind != "dl" or rec.spec.iterations is None:
                 continue            # a run time, no iterations: rigid, its speed is never fitted
             rate = ctx.stats(rec.job_id)["rate"] or 0.0
+            self._rate_now[rec.job_id] = rate
             if rate > 0:
                 mine = self._samples.setdefault(rec.job_id, {})
                 wp = shape(rec.tasks)
@@ -313,10 +315,12 @@ class OptimusAllocate(KeptAllocation, Allocate):
             wv, pv, wd, pd, dw, dp, cap_w, rigid = self._info(rec, cluster, inv)
             if rec.job_id in held and not rigid:
                 wp = shape(rec.tasks)
-                if wp not in self._samples.get(rec.job_id, ()):
+                if wp not in self._samples.get(rec.job_id, ()) or \
+                        self._rate_now.get(rec.job_id, 1.0) <= 0:
                     # settle: a running job that has not yet shown its speed with the tasks it
-                    # holds keeps them (a resize before then restarts it for a guess, and again
-                    # next round)
+                    # holds, in this run, keeps them (a resize before then restarts it for a
+                    # guess, and again next round; or, back at a shape it once ran, bounces it
+                    # out again before its first step)
                     entries.append(AllocJob(rec.job_id, wv, pv, 0, 0.0, 0.0, None,
                                             self._need(rec.tasks, len(left)), wp))
                     continue

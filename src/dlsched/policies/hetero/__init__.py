@@ -23,10 +23,10 @@ equal scale factor sharing the GPUs; a pair counts once against N_j, and each jo
 combination holding it is <= 1. The packed allocation is `{(a,): {...}, (a, b): {...}}`
 (`PackedAllocation`; `job_shares` folds it to per-job time).
 
-Modules: `common` (jobs, problem assembly, HiGHS), `max_min` (LAS and its water filling),
+Modules: `lp` (HiGHS, and the basis carried between LPs), `common` (jobs, problem assembly), `max_min` (LAS and its water filling),
 `finish_time` (Themis), `throughput` (isolated, min total duration, max sum throughput), `rules`
 (FIFO, Gandiva, AlloX: round-level rules, not LPs). Linear problems are solved by HiGHS through
-`scipy.optimize.linprog`; scipy is imported on first solve, not on import.
+`highspy` (the release scipy's linprog bundles; `lp`); it is imported on first solve, not on import.
 """
 from dlsched.policies.hetero.common import (
                                             Allocation,
@@ -49,6 +49,7 @@ from dlsched.policies.hetero.max_min import (
                                             max_min_fairness_water_filling_packed,
                                             max_min_fairness_water_filling_perf,
 )
+from dlsched.policies.hetero.lp import Warm
 from dlsched.policies.hetero.rules import allox, fifo, gandiva
 from dlsched.policies.hetero.throughput import (
                                             isolated,
@@ -59,7 +60,7 @@ from dlsched.policies.hetero.throughput import (
 )
 
 __all__ = [
-    "Allocation", "HeteroJob", "PackedAllocation", "advance_isolated_time", "allox",
+    "Allocation", "HeteroJob", "PackedAllocation", "Warm", "advance_isolated_time", "allox",
     "effective_throughputs", "fifo", "finish_time_fairness", "finish_time_fairness_perf",
     "finish_time_ratios",
     "gandiva", "isolated", "isolated_throughputs", "job_shares", "max_min_fairness",

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
 
-from dlsched.core.errors import ConfigError, DlschedError
+from dlsched.core.errors import ConfigError
+from dlsched.policies.hetero.lp import InfeasibleError, Warm, rowwise, solve_lp, solve_lp_warm  # noqa: F401 (re-exported)
 
 Allocation = dict[str, dict[str, float]]
 PackedAllocation = dict[tuple[str, ...], dict[str, float]]
@@ -33,10 +34,6 @@ PackedAllocation = dict[tuple[str, ...], dict[str, float]]
 class Table(Protocol):
     def steps_per_s(self, job_type: str, gpus: int, gpu_type: str) -> float | None: ...
     def pair(self, job_type: str, gpus: int, other: str, gpu_type: str) -> tuple[float, float] | None: ...
-
-
-class InfeasibleError(DlschedError):
-    """A linear problem has no solution (only SLO rows can make one so)."""
 
 
 @dataclass(frozen=True)
@@ -212,6 +209,7 @@ class Problem:
     G: object           # scipy.sparse csr, jobs x variables
     K: object           # scipy.sparse csr, types x variables
     alone: np.ndarray   # T[m, j] alone (the table's), for normalisers
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_vars(self) -> int:
@@ -220,6 +218,34 @@ class Problem:
     def base_rows(self):
         from scipy import sparse
         return sparse.vstack([self.G, self.K], format="csr"), np.concatenate([np.ones(len(self.jobs)), self.N])
+
+    def base_coo(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """base_rows as (row, col, value, rhs), built once per problem."""
+        if "base" not in self._memo:
+            A, b = self.base_rows()
+            C = A.tocoo()
+            self._memo["base"] = (C.row, C.col, C.data, b)
+        return self._memo["base"]
+
+    def coo(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """E, G or K as (row, col, value), built once per problem."""
+        if name not in self._memo:
+            C = getattr(self, name).tocoo()
+            self._memo[name] = (C.row, C.col, C.data)
+        return self._memo[name]
+
+    def names(self, act: np.ndarray, n_floor: int) -> tuple[list, list]:
+        """Names of max_min_solve's columns and rows (`lp.Warm` matches bases by them): a
+        variable by its jobs and type, a row by its kind and job or type."""
+        key = ("rows", act.tobytes(), n_floor)
+        if key in self._memo:
+            return self._memo["cols"], self._memo[key]
+        ids = [j.job_id for j in self.jobs]
+        if "cols" not in self._memo:
+            self._memo["cols"] = [(tuple(ids[i] for i in c), t) for c in self.combos for t in self.types] + ["t"]
+        self._memo[key] = ([("t", ids[m]) for m in act] + [("f", i) for i in range(n_floor)]
+                           + [("G", i) for i in ids] + [("K", t) for t in self.types])
+        return self._memo["cols"], self._memo[key]
 
 
 def singles_problem(jobs: Sequence[HeteroJob], types: list[str], N: np.ndarray, T: np.ndarray,
@@ -290,43 +316,56 @@ def packed_problem(jobs: Sequence[HeteroJob], types: list[str], N: np.ndarray, t
     return Problem(jobs, types, N, combos, E, G, K, alone)
 
 
-IPM_FROM_VARS = 20_000      # from this many variables, HiGHS's interior point (then crossover)
-
-
-def solve_lp(c: np.ndarray, A_ub, b_ub: np.ndarray, bounds, what: str) -> np.ndarray:
-    """min c x s.t. A_ub x <= b_ub, by HiGHS (`scipy.optimize.linprog`): its own choice
-    (`method="highs"`, simplex on these) below `IPM_FROM_VARS` variables, the interior point with
-    crossover to a vertex (`"highs-ipm"`) above: 4x faster on the packed LPs (126k variables:
-    10 s against 38 s)."""
-    from scipy.optimize import linprog
-    method = "highs-ipm" if len(c) >= IPM_FROM_VARS else "highs"
-    res = linprog(c, A_ub=A_ub, b_ub=b_ub, bounds=bounds, method=method)
-    if res.status == 2:
-        raise InfeasibleError(f"{what}: no allocation satisfies the constraints")
-    if res.status != 0 or res.x is None:
-        raise DlschedError(f"{what}: HiGHS did not solve the problem ({res.message})")
-    return res.x
-
-
 def max_min_solve(prob: Problem, B, offset: np.ndarray, active: np.ndarray, what: str,
-                  floor_rows=None, floor: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+                  floor_rows=None, floor: np.ndarray | None = None, warm: Warm | None = None) -> tuple[np.ndarray, float]:
     """max t s.t. t <= B_m x - offset_m (m active), floor_rows x >= floor, base constraints.
-    Returns (x, t). `active` must select at least one row."""
-    from scipy import sparse
-    base, b_base = prob.base_rows()
+    Returns (x, t). `active` must select at least one row. With `warm` (`lp.Warm`), HiGHS
+    starts from the basis the last call with it ended on, columns and rows matched by job and
+    type, and leaves its own there.
+
+    The rows are assembled as one coordinate list and converted once: scipy's hstack and vstack
+    cost more than HiGHS's solve on these small problems (benchmarks/bench_gavel.py)."""
     V = prob.n_vars
     act = np.flatnonzero(active)
-    blocks = [sparse.hstack([-B[act], sparse.csr_matrix(np.ones((len(act), 1)))])]
+    na = len(act)
+    if isinstance(B, np.ndarray):                    # diag(B) @ E, E's entries kept once per problem
+        br, bc, bv = prob.coo("E")
+        bv = B[br] * bv
+    else:
+        Bc = B.tocoo()
+        br, bc, bv = Bc.row, Bc.col, Bc.data
+    at = np.full(len(prob.jobs), -1)
+    at[act] = np.arange(na)
+    keep = at[br] >= 0
+    rows, cols, vals = [at[br[keep]], np.arange(na)], [bc[keep], np.full(na, V)], [-bv[keep], np.ones(na)]
     rhs = [-offset[act]]
+    top = na
     if floor_rows is not None:
-        blocks.append(sparse.hstack([-floor_rows, sparse.csr_matrix((floor_rows.shape[0], 1))]))
+        F = floor_rows.tocoo()
+        rows.append(F.row + top)
+        cols.append(F.col)
+        vals.append(-F.data)
         rhs.append(-floor)
-    blocks.append(sparse.hstack([base, sparse.csr_matrix((base.shape[0], 1))]))
+        top += F.shape[0]
+    br, bc, bv, b_base = prob.base_coo()
+    rows.append(br + top)
+    cols.append(bc)
+    vals.append(bv)
     rhs.append(b_base)
+    A = rowwise(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), top + len(b_base), V + 1)
     c = np.zeros(V + 1)
     c[-1] = -1.0
-    sol = solve_lp(c, sparse.vstack(blocks, format="csr"), np.concatenate(rhs),
-                   [(0, None)] * V + [(None, None)], what)
+    lb, ub = np.zeros(V + 1), np.full(V + 1, np.inf)
+    lb[-1] = -np.inf
+    if warm is None:
+        return _split(solve_lp(c, A, np.concatenate(rhs), (lb, ub), what), V)
+    cols, rows = prob.names(act, top - na)
+    sol, basis = solve_lp_warm(c, A, np.concatenate(rhs), (lb, ub), what, warm.start(cols, rows))
+    warm.keep(cols, rows, basis)
+    return _split(sol, V)
+
+
+def _split(sol: np.ndarray, V: int) -> tuple[np.ndarray, float]:
     return sol[:V], float(sol[-1])
 
 

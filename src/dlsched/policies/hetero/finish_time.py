@@ -37,6 +37,7 @@ from dlsched.policies.hetero.common import (
     HeteroJob,
     Problem,
     Table,
+    Warm,
     all_at_fastest,
     alone_matrix,
     check_jobs,
@@ -71,8 +72,7 @@ def _rho(tput: np.ndarray, t, R, D, ok) -> np.ndarray:
     return np.where(ok, finish / np.where(ok, D, 1.0), -np.inf)
 
 
-def _solve(prob: Problem, T: np.ndarray, N: np.ndarray, what: str) -> np.ndarray:
-    from scipy import sparse
+def _solve(prob: Problem, T: np.ndarray, N: np.ndarray, what: str, warm: Warm | None = None) -> np.ndarray:
     jobs = prob.jobs
     t, R, D, ok, iso = _parts(jobs, T, N)
     scale = np.array([j.scale_factor for j in jobs], dtype=float)
@@ -84,13 +84,14 @@ def _solve(prob: Problem, T: np.ndarray, N: np.ndarray, what: str) -> np.ndarray
         return fast.ravel()
     tput = prob.E @ x
     rho = float(_rho(tput, t, R, D, ok).max())
+    warm = warm if warm is not None else Warm()
     for _ in range(_MAX_STEPS):
         # rho_m = (t_m tput_m + R_m) / (D_m tput_m): ratios of affine functions of X. Dinkelbach's
         # step, scaled by each denominator at the current X (Crouzeix, Ferland and Schaible):
         # max s s.t. s <= ((rho D_m - t_m) tput_m(X') - R_m) / w_m, w_m = D_m tput_m(X).
         w = np.where(ok, D * tput, 1.0)
-        B = sparse.diags(np.where(ok, (rho * D - t) / w, 0.0)) @ prob.E
-        x_new, s = max_min_solve(prob, B, np.where(ok, R / w, 0.0), ok, what)
+        B = np.where(ok, (rho * D - t) / w, 0.0)             # rows of diag(B) @ E
+        x_new, s = max_min_solve(prob, B, np.where(ok, R / w, 0.0), ok, what, warm=warm)
         tput_new = prob.E @ x_new
         got = float(_rho(tput_new, t, R, D, ok).max())
         if got < rho:
@@ -102,19 +103,21 @@ def _solve(prob: Problem, T: np.ndarray, N: np.ndarray, what: str) -> np.ndarray
     return x
 
 
-def finish_time_fairness_perf(jobs: Sequence[HeteroJob], cluster: Mapping[str, int], table: Table) -> Allocation:
-    """min max_m (t_m + R_m / sum_j T[m, j] X[m, j]) / (C_m + R_m / tput_iso_m) (module docstring)."""
+def finish_time_fairness_perf(jobs: Sequence[HeteroJob], cluster: Mapping[str, int], table: Table,
+                              *, warm: Warm | None = None) -> Allocation:
+    """min max_m (t_m + R_m / sum_j T[m, j] X[m, j]) / (C_m + R_m / tput_iso_m) (module docstring).
+    `warm` (`lp.Warm`) carries HiGHS's basis from this call to the next (Gavel's rounds do)."""
     check_jobs(jobs)
     if not jobs:
         return {}
     types, N = gpu_types(cluster)
     T = alone_matrix(jobs, types, table)
     prob = singles_problem(jobs, types, N, T)
-    return to_allocation(prob, _solve(prob, T, N, "finish_time_fairness_perf"))
+    return to_allocation(prob, _solve(prob, T, N, "finish_time_fairness_perf", warm))
 
 
 def finish_time_fairness(jobs: Sequence[HeteroJob], cluster: Mapping[str, int], table: Table,
-                         *, reference: str | None = None) -> Allocation:
+                         *, reference: str | None = None, warm: Warm | None = None) -> Allocation:
     """Agnostic Themis: T[m, j] := T[m, reference] (default: the table's reference, else V100)."""
     check_jobs(jobs)
     if not jobs:
@@ -123,7 +126,7 @@ def finish_time_fairness(jobs: Sequence[HeteroJob], cluster: Mapping[str, int], 
     ref = reference or getattr(table, "reference", None) or "V100"
     T = reference_matrix(alone_matrix(jobs, types, table), types, ref)
     prob = singles_problem(jobs, types, N, T)
-    X = _solve(prob, T, N, "finish_time_fairness").reshape(len(jobs), len(types))
+    X = _solve(prob, T, N, "finish_time_fairness", warm).reshape(len(jobs), len(types))
     return to_allocation(prob, spread_type_blind(X, N, T, np.array([j.scale_factor for j in jobs], dtype=float)).ravel())
 
 

@@ -49,6 +49,7 @@ from dlsched.policies.hetero.common import (
     PackedAllocation,
     Problem,
     Table,
+    Warm,
     all_at_fastest,
     alone_matrix,
     check_jobs,
@@ -82,7 +83,7 @@ def _objective_rows(prob: Problem, P: np.ndarray, mult: np.ndarray):
     return sparse.diags(d) @ prob.E
 
 
-def _max_min(prob: Problem, P: np.ndarray, what: str) -> np.ndarray:
+def _max_min(prob: Problem, P: np.ndarray, what: str, warm: Warm | None = None) -> np.ndarray:
     jobs = prob.jobs
     active = P > 0
     if not active.any():
@@ -92,24 +93,27 @@ def _max_min(prob: Problem, P: np.ndarray, what: str) -> np.ndarray:
         if fast is not None:
             return fast.ravel()
     B = _objective_rows(prob, P, _scale(jobs) / _weights(jobs))
-    x, _ = max_min_solve(prob, B, np.zeros(len(jobs)), active, what)
+    x, _ = max_min_solve(prob, B, np.zeros(len(jobs)), active, what, warm=warm)
     return x
 
 
-def max_min_fairness(jobs: Sequence[HeteroJob], cluster: Mapping[str, int], table: Table) -> Allocation:
-    """Agnostic LAS: max min_m s_m sum_j X[m, j] / w_m (T := 1 where the job can run, P_m = 1)."""
+def max_min_fairness(jobs: Sequence[HeteroJob], cluster: Mapping[str, int], table: Table,
+                     *, warm: Warm | None = None) -> Allocation:
+    """Agnostic LAS: max min_m s_m sum_j X[m, j] / w_m (T := 1 where the job can run, P_m = 1).
+    `warm` (`lp.Warm`) carries HiGHS's basis from one call to the next, here and below."""
     check_jobs(jobs)
     if not jobs:
         return {}
     types, N = gpu_types(cluster)
     ones = (alone_matrix(jobs, types, table) > 0).astype(float)
     prob = singles_problem(jobs, types, N, ones)
-    x = _max_min(prob, proportional_throughputs(ones, N), "max_min_fairness")
+    x = _max_min(prob, proportional_throughputs(ones, N), "max_min_fairness", warm)
     X = x.reshape(len(jobs), len(types))
     return to_allocation(prob, spread_type_blind(X, N, ones, _scale(jobs)).ravel())
 
 
-def max_min_fairness_perf(jobs: Sequence[HeteroJob], cluster: Mapping[str, int], table: Table) -> Allocation:
+def max_min_fairness_perf(jobs: Sequence[HeteroJob], cluster: Mapping[str, int], table: Table,
+                          *, warm: Warm | None = None) -> Allocation:
     """Gavel-LAS: max min_m s_m (sum_j T[m, j] X[m, j]) / (w_m P_m), P_m = T_m . N / sum N."""
     check_jobs(jobs)
     if not jobs:
@@ -117,11 +121,11 @@ def max_min_fairness_perf(jobs: Sequence[HeteroJob], cluster: Mapping[str, int],
     types, N = gpu_types(cluster)
     T = alone_matrix(jobs, types, table)
     prob = singles_problem(jobs, types, N, T)
-    return to_allocation(prob, _max_min(prob, proportional_throughputs(T, N), "max_min_fairness_perf"))
+    return to_allocation(prob, _max_min(prob, proportional_throughputs(T, N), "max_min_fairness_perf", warm))
 
 
 def max_min_fairness_packed(jobs: Sequence[HeteroJob], cluster: Mapping[str, int], table: Table,
-                            *, min_pair_gain: float | None = None) -> PackedAllocation:
+                            *, min_pair_gain: float | None = None, warm: Warm | None = None) -> PackedAllocation:
     """LAS with space sharing: max min_m s_m (sum_{c holding m} sum_j T[m, c, j] X[c, j]) /
     (w_m P_m) over singles and equal-scale pairs (`packed_problem`; `min_pair_gain` prunes
     pairs, None = Gavel's every pair). Returns `{(a,): row, (a, b): row}`."""
@@ -130,7 +134,7 @@ def max_min_fairness_packed(jobs: Sequence[HeteroJob], cluster: Mapping[str, int
         return {}
     types, N = gpu_types(cluster)
     prob = packed_problem(jobs, types, N, table, min_pair_gain)
-    return to_packed(prob, _max_min(prob, proportional_throughputs(prob.alone, N), "max_min_fairness_packed"))
+    return to_packed(prob, _max_min(prob, proportional_throughputs(prob.alone, N), "max_min_fairness_packed", warm))
 
 
 # -- water filling ---------------------------------------------------------------------------------

@@ -53,6 +53,11 @@ entry (a demoted job goes to the back of queue 1), we order a queue by submissio
 FIFO); Pollux charges its 30 s restart (`rescale_time = 30`) on the first start too - in dlsched
 that is the backend's start_delay_s (default 0; the pollux-fidelity experiment sets 30).
 
+running_first (default false; true under `--semantics tiresias`): inside a queue, jobs that
+hold GPUs come before waiting ones, as in the Tiresias simulator (SymbioticLab/Tiresias,
+run_sim.py `dlas_sim_jobs`), which moves a queue's pending jobs behind its running ones after
+every pass, so a running job is never preempted by a job of its own queue.
+
 Per-job state (when the job last started, when it last stopped, the length of its last run, its
 promotion base) is kept here, keyed by job_id, and updated from what the order observes
 (`observe`: a Launch or Resume starts a run at the time the plan is applied, a Suspend ends it,
@@ -90,7 +95,7 @@ class TiresiasOrder(Order):
     static = False   # attained service grows while a job runs
 
     def __init__(self, thresholds: list = list(POLLUX_THRESHOLDS),
-                 starve_factor: float = POLLUX_STARVE_FACTOR) -> None:
+                 starve_factor: float = POLLUX_STARVE_FACTOR, running_first: bool = False) -> None:
         ths = []
         for x in thresholds:
             if isinstance(x, bool) or not isinstance(x, (int, float)):
@@ -102,8 +107,17 @@ class TiresiasOrder(Order):
             raise ValueError(f"starve_factor must be >= 0 (0: no starvation guard), got {starve_factor}")
         self.thresholds = tuple(ths)
         self.starve_factor = float(starve_factor)
+        if not isinstance(running_first, bool):
+            raise ValueError(f"running_first must be true or false, got {running_first!r}")
+        self.running_first = running_first
         self._state: dict[str, _JobState] = {}
         self.promotions: dict[str, int] = {}   # job -> times promoted by the starvation guard
+
+    @property
+    def waiting_keys_kept(self) -> bool:
+        """A waiting job that holds nothing attains no service, so its key stays while it waits
+        (dlsched.scheduler.kept_order); promotions by the starvation guard move it with time."""
+        return self.starve_factor <= 0
 
     def queue_of(self, service: float) -> int:
         """Queue index of a job that has received `service` GPU-seconds since its last promotion."""
@@ -149,7 +163,10 @@ class TiresiasOrder(Order):
         if ctx is None:   # only static orders are keyed without a round
             return (0,)
         st = self._state.get(job.job_id)
-        return (self.queue_of(job.attained(ctx.now) - (st.base if st is not None else 0.0)),)
+        q = self.queue_of(job.attained(ctx.now) - (st.base if st is not None else 0.0))
+        if self.running_first:   # Tiresias's simulator: a queue's running jobs ahead of its waiting ones
+            return (q, 0 if job.held_gpus() > 0 else 1)
+        return (q,)
 
     def quiet_until(self, now: float, running) -> float | None:
         """Waiting jobs keep their queue; the order changes when a running job's service since

@@ -15,7 +15,7 @@ from dlsched.metrics.result import cluster_nodes
 from dlsched.sim.gavel.policies import GAVEL_POLICIES, GavelPolicy, gavel_policy
 from dlsched.sim.gavel.rounds import MIN_RESET_S, ROUND_S, GavelRounds, GavelRun
 
-SEMANTICS = ("native", "gavel")
+SEMANTICS = ("native", "gavel", "tiresias", "pollux")   # tiresias, pollux: dlsched.sim.tiresias, .pollux
 
 
 def cluster_gpus(cluster) -> dict[str, int]:

@@ -43,8 +43,12 @@ def _packed(alloc: Mapping[tuple[str, ...], Mapping[str, float]]) -> Allocation:
 
 
 class _Stateless:
-    def __init__(self, fn: str, packed: bool, seed: int, **kw) -> None:
-        self.fn, self.packed, self.kw = getattr(_h(), fn), packed, kw
+    """A policy that is a function of the jobs; `warm`: HiGHS's basis carried between calls."""
+
+    def __init__(self, fn: str, packed: bool, seed: int, warm: bool = False, **kw) -> None:
+        self.fn, self.packed, self.kw = getattr(_h(), fn), packed, dict(kw)
+        if warm:
+            self.kw["warm"] = _h().Warm()
 
     def __call__(self, jobs: Sequence[HeteroJob], cluster: Mapping[str, int], table, now: float) -> Allocation:
         if not jobs:
@@ -98,6 +102,7 @@ class _FinishTime:
         self.perf = perf
         self.iso_time: dict[str, float] = {}
         self.prev: dict[str, tuple[float, float]] = {}     # job -> (remaining steps, isolated steps/s)
+        self.warm = _h().Warm()                            # HiGHS's basis, from one call to the next
 
     def __call__(self, jobs, cluster, table, now):
         if not jobs:
@@ -116,7 +121,7 @@ class _FinishTime:
         iso = _h().isolated_throughputs(out, cluster, table, reference=ref)
         self.prev = {j.job_id: (j.remaining_steps, iso[j.job_id]) for j in out}
         fn = _h().finish_time_fairness_perf if self.perf else _h().finish_time_fairness
-        return _singles(fn(out, cluster, table))
+        return _singles(fn(out, cluster, table, warm=self.warm))
 
 
 @dataclass(frozen=True)
@@ -144,13 +149,17 @@ def _stateless(fn, packed=False, **kw):
     return lambda seed: _Stateless(fn, packed, seed, **kw)
 
 
+def _warm(fn, packed=False):
+    return lambda seed: _Stateless(fn, packed, seed, warm=True)
+
+
 _SPECS: tuple[tuple[str, str, Callable[[int], Callable], str], ...] = (
     ("fifo", "FIFO", lambda s: _Fifo("base", s), "arrival order; a job keeps its GPU type (type-agnostic)"),
     ("fifo_perf", "FIFO_Perf", lambda s: _Fifo("perf", s), "arrival order on the fastest free type"),
     ("fifo_packed", "FIFO_Packing", lambda s: _Fifo("packed", s), "FIFO_Perf, then queued jobs share GPUs"),
-    ("max_min_fairness", "MaxMinFairness", _stateless("max_min_fairness"), "LAS (type-agnostic)"),
-    ("max_min_fairness_perf", "MaxMinFairness_Perf", _stateless("max_min_fairness_perf"), "Gavel-LAS"),
-    ("max_min_fairness_packed", "MaxMinFairness_Packing", _stateless("max_min_fairness_packed", packed=True),
+    ("max_min_fairness", "MaxMinFairness", _warm("max_min_fairness"), "LAS (type-agnostic)"),
+    ("max_min_fairness_perf", "MaxMinFairness_Perf", _warm("max_min_fairness_perf"), "Gavel-LAS"),
+    ("max_min_fairness_packed", "MaxMinFairness_Packing", _warm("max_min_fairness_packed", packed=True),
      "Gavel-LAS with space sharing"),
     ("max_min_fairness_water_filling", "MaxMinFairnessWaterFilling",
      _stateless("max_min_fairness_water_filling"), "hierarchical max-min (type-agnostic)"),

@@ -1,0 +1,27 @@
+"""Pollux on the real runtime (issue 36, part 3): the `pollux-runtime` experiment on its own
+embedded cluster (2 nodes x 2 virtual GPUs, 2 CPUs each; the ray-own scope, tests/conftest.py
+RAY_OWN). Real jobs of examples/pollux_digits.py report their all-reduce time and gradient
+statistics; the server fits their goodput and pollux restarts them into more workers and a
+larger batch, where fifo keeps their request."""
+from __future__ import annotations
+
+
+def test_pollux_adapts_real_jobs_and_beats_their_fixed_request(tmp_path):
+    from dlsched.experiments.base import write_outputs
+    from dlsched.experiments.pollux_runtime import M0, run
+    res = run(keep=tmp_path)
+    assert res.ok, [(c.text, c.detail) for c in res.checks if not c.ok]
+    jobs = res.extra["jobs"]
+    assert set(jobs) == {"fifo", "pollux"}
+    for name, m in jobs["fifo"].items():             # a fixed request: one shape, 1 worker, batch M0
+        assert m["shapes"] == [f"1x{M0}"], (name, m)
+        assert m["goodput"] is not None and m["goodput"] <= m["throughput"] + 1e-9
+    shapes = [s for m in jobs["pollux"].values() for s in m["shapes"]]
+    assert any(int(s.split("x")[0]) > 1 for s in shapes), shapes
+    # every batch pollux gave is a multiple of its workers, within [M0, max_batch_size]
+    for s in shapes:
+        w, b = map(int, s.split("x"))
+        assert b % w == 0 and M0 <= b <= 256, s
+    out = tmp_path / "out"
+    write_outputs(res, out)
+    assert (out / "summary.json").exists()

@@ -1,0 +1,103 @@
+"""Deep queues (issue "Scale on a real network and under deep queues"): a job the free GPUs
+certainly cannot take is refused without a placement attempt (`Placing._refuse`), with the
+answer `place` would have given, word for word, and nothing else changed."""
+from __future__ import annotations
+
+import pytest
+
+from dlsched import api
+from dlsched.scheduler.placing import Placing
+
+
+@pytest.mark.parametrize("policy", ["tiresias", "srtf", "drf", "fifo", "fifo-backfill", "tetris", "k8s-spread"])
+@pytest.mark.parametrize("workload", ["poisson:jobs=300,rate=0.02", "liquid:jobs=300,rate=0.02"])
+def test_a_refusal_is_what_place_would_say(monkeypatch, policy, workload):
+    orig = Placing._refuse
+    refused = []
+
+    def checked(self, rec, ctx):
+        out = orig(self, rec, ctx)
+        if out is not None:
+            st = out[0]
+            before = (len(ctx.txn.decided), ctx.txn.free.copy() if hasattr(ctx.txn, "free") else None)
+            again = self.place(rec, ctx)
+            assert not again.ok and again.reasons == st.reasons, (rec.job_id, st.reasons, again.reasons)
+            assert len(ctx.txn.decided) == before[0]
+            refused.append(rec.job_id)
+        return out
+
+    monkeypatch.setattr(Placing, "_refuse", checked)
+    res = api.simulate("v100-4", workload, policy, seed=1)
+    assert len(res.jobs) > 0
+    if policy != "fifo":                     # fifo blocks at its first waiting job
+        assert refused, "the deep queue never refused a job"
+
+
+def test_the_refusal_changes_no_result():
+    """The same jobs table with and without the quick refusal."""
+    fast = api.simulate("v100-4", "poisson:jobs=300,rate=0.02", "tiresias", seed=1).jobs
+    orig = Placing._refuse
+    try:
+        Placing._refuse = lambda self, rec, ctx: None
+        slow = api.simulate("v100-4", "poisson:jobs=300,rate=0.02", "tiresias", seed=1).jobs
+    finally:
+        Placing._refuse = orig
+    assert fast.equals(slow)
+
+
+@pytest.mark.parametrize("cluster,workload,params", [
+    ("v100-4", "poisson:jobs=300,rate=0.02", None),
+    ("v100-2", "liquid:jobs=200,rate=0.05", {"tiresias": {"thresholds": [600, 7200]}}),
+])
+def test_the_kept_order_is_the_order_keyed_every_round(monkeypatch, cluster, workload, params):
+    """Tiresias's waiting keys kept between rounds (scheduler/kept_order.py): the same decisions
+    and engine events as keying every waiting job every round, demotions and preemptions
+    included (the second case demotes at 600 GPU-s)."""
+    from dlsched.policies.order.tiresias import TiresiasOrder
+    from dlsched.scheduler import kept_order
+    cfg = None if params is None else {"policies": {"tiresias": {"params": params}}}
+    calls = []
+    orig = kept_order.KeptOrder.ordered
+
+    def counted(self, ctx):
+        calls.append(len(self.new))
+        return orig(self, ctx)
+    monkeypatch.setattr(kept_order.KeptOrder, "ordered", counted)
+    kept = api.simulate(cluster, workload, "tiresias", seed=1, policy_config=cfg)
+    assert calls, "the kept order was not used"
+    monkeypatch.setattr(TiresiasOrder, "waiting_keys_kept", property(lambda self: False))
+    every = api.simulate(cluster, workload, "tiresias", seed=1, policy_config=cfg)
+    assert list(kept.decisions) == list(every.decisions)
+    assert list(kept.events) == list(every.events)
+    assert any(r[1] == "suspend" for r in every.decisions) or params is None
+
+
+@pytest.mark.parametrize("policy", ["fifo-backfill", "tiresias", "edf", "sjf", "volcano-gang"])
+def test_a_loop_stopped_with_no_gpu_free_decides_and_explains_the_same(monkeypatch, policy):
+    """Placing._stopped: with no GPU free and nothing left that could start, the queue loop ends
+    early. The same decisions and engine events, and every waiting job's "why" after every round
+    word for word, as trying every job."""
+    from dlsched.scheduler.core import Scheduler
+    seen, stops = [], []
+    orig_round, orig_stopped = Scheduler.round, Placing._stopped
+
+    def round_(self, snap):
+        plan = orig_round(self, snap)
+        seen.append([(j, self.jobs[j].why) for j in self.queue_order])
+        return plan
+
+    def stopped(self, queue, start, ctx):
+        out = orig_stopped(self, queue, start, ctx)
+        stops.append(out)
+        return out
+    monkeypatch.setattr(Scheduler, "round", round_)
+    monkeypatch.setattr(Placing, "_stopped", stopped)
+    wl = "liquid:jobs=250,rate=0.05"
+    fast = api.simulate("v100-2", wl, policy, seed=3)
+    fast_why, seen[:] = list(seen), []
+    assert any(stops), "the loop never stopped early"
+    monkeypatch.setattr(Placing, "_stopped", lambda self, queue, start, ctx: False)
+    slow = api.simulate("v100-2", wl, policy, seed=3)
+    assert list(fast.decisions) == list(slow.decisions)
+    assert list(fast.events) == list(slow.events)
+    assert fast_why == seen
