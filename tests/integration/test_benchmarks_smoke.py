@@ -8,7 +8,8 @@ script that writes a block of benchmarks/RESULTS.md writes it here too, with the
 for it where it has one, but into a temporary file (DLSCHED_BENCH_RESULTS, benchmarks/results.py):
 the block must be there, and benchmarks/RESULTS.md must be left as it was.
 
-benchmarks/results.py is the scripts' library (update_results, measured), not a script: LIBRARIES.
+benchmarks/results.py is the scripts' library (update_results, measured), not a script, and
+chaos_cluster.py, chaos_kills.py and chaos_report.py are parts of chaos.py: LIBRARIES.
 A new script in benchmarks/ without an entry in SMOKE (or LIBRARIES) fails
 test_every_benchmark_script_has_a_smoke_entry.
 
@@ -36,7 +37,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 RESULTS = BENCH / "RESULTS.md"
-LIBRARIES = {"results.py": "update_results, results_path, measured, cpu_reference_s: imported by the scripts"}
+LIBRARIES = {"results.py": "update_results, results_path, measured, cpu_reference_s: imported by the scripts",
+             # chaos.py's parts (its smoke entry runs them): the server and cluster, the kills, the end
+             "chaos_cluster.py": "Server, ChaosCluster, stack_dump: imported by chaos.py",
+             "chaos_kills.py": "the kills and their recoveries (_Kills): imported by chaos.py",
+             "chaos_report.py": "the end checks, figures and RESULTS.md block (_Report): imported by chaos.py"}
 
 
 @dataclass(frozen=True)
