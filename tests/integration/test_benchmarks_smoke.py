@@ -77,6 +77,9 @@ SMOKE: dict[str, Smoke] = {
     "goodput_fit.py": Smoke((), r"bert\s+\d+\s+[\d.]+%", block="goodput-fit"),
     "bench_round.py": Smoke(("--tasks", "300", "--nodes", "50"),
                             r"tetris: [\d,]+ of 300 tasks placed on 50 nodes in [\d.]+ s", block="round"),
+    # Pollux's policy on the first 20 jobs of workload 6 (the whole workload: about 20 s)
+    "bench_pollux.py": Smoke(("--workloads", "6", "--jobs", "20"),
+                             r"pollux-6: 20 jobs, \d+ rounds, wall [\d.]+ s", block="pollux"),
     # one Optimus round of 20 jobs, then Pollux workload-6 end to end (tiresias, optimus: seconds)
     "bench_optimus.py": Smoke(("--jobs", "20", "--nodes", "20"),
                               r"optimus round: 20 jobs, [\d,]+ tasks placed on 20 nodes[\s\S]*"

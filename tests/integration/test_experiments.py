@@ -43,7 +43,7 @@ def test_experiments_are_listed():
 def test_pollux_fidelity_on_workload_6():
     # The fidelity bar on workload-6: both policies within +-5 % of Pollux's mean JCT.
     from dlsched.experiments.pollux_fidelity import run
-    res = run(workloads=(6,))
+    res = run(workloads=(6,), policies=("tiresias", "optimus"))
     assert res.ok, [(c.text, c.detail) for c in res.checks]
     assert len(res.checks) == 4
     figs = {row["figure"]: row for row in res.published}

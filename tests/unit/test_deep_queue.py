@@ -72,6 +72,31 @@ def test_the_kept_order_is_the_order_keyed_every_round(monkeypatch, cluster, wor
     assert any(r[1] == "suspend" for r in every.decisions) or params is None
 
 
+@pytest.mark.parametrize("policy", ["srtf", "sjf"])
+@pytest.mark.parametrize("cluster,workload", [("v100-4", "poisson:jobs=300,rate=0.02"),
+                                              ("v100-2", "liquid:jobs=200,rate=0.05")])
+def test_size_orders_kept_keys_are_the_keys_of_every_round(monkeypatch, policy, cluster, workload):
+    """SRTF's and SJF's waiting keys kept between rounds (a waiting job that holds nothing
+    attains nothing), with SRTF's quiet rule bisecting the kept queue: the same decisions and
+    engine events as keying every waiting job every round (SRTF's preemptions included)."""
+    from dlsched.policies.order.srtf import SizeOrder
+    from dlsched.scheduler import kept_order
+    calls = []
+    orig = kept_order.KeptOrder.ordered
+
+    def counted(self, ctx):
+        calls.append(len(self.new))
+        return orig(self, ctx)
+    monkeypatch.setattr(kept_order.KeptOrder, "ordered", counted)
+    kept = api.simulate(cluster, workload, policy, seed=1)
+    assert calls, "the kept order was not used"
+    monkeypatch.setattr(SizeOrder, "waiting_keys_kept", False)
+    every = api.simulate(cluster, workload, policy, seed=1)
+    assert list(kept.decisions) == list(every.decisions)
+    assert list(kept.events) == list(every.events)
+    assert policy == "sjf" or any(r[1] == "suspend" for r in every.decisions)
+
+
 @pytest.mark.parametrize("policy", ["fifo-backfill", "tiresias", "edf", "sjf", "volcano-gang"])
 def test_a_loop_stopped_with_no_gpu_free_decides_and_explains_the_same(monkeypatch, policy):
     """Placing._stopped: with no GPU free and nothing left that could start, the queue loop ends

@@ -41,7 +41,6 @@ def test_exact_rows_of_placements_csv():
     # bert "11" at local batch 12 (global 24 over 2 GPUs): the row itself.
     assert measured_iter_time("bert", (1, 1), 24) == 1.4814671874046326
     for app in POLLUX_APPS:
-        max_local = app_profile(app).max_local_bsz
         for placement, bsz, step, sync in _rows(app)[::7]:
             assert measured_throughput(app, placement, bsz) == (step, sync)
             n = sum(placement)

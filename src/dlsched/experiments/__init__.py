@@ -20,6 +20,6 @@ from dlsched.experiments import seed000_batch_size  # noqa: F401,E402
 from dlsched.experiments import philly_vc  # noqa: F401,E402
 from dlsched.experiments import gavel_continuous  # noqa: F401,E402
 from dlsched.experiments import tiresias_fidelity  # noqa: F401,E402
-from dlsched.experiments import pollux_runtime  # noqa: F401,E402
+from dlsched.experiments import pollux_runtime, pollux_sensitivity  # noqa: F401,E402
 
 __all__ = ["EXPERIMENTS", "ExperimentResult", "run_experiment"]

@@ -1,4 +1,4 @@
-"""pollux-fidelity: dlsched's Tiresias and Optimus against the Pollux simulator's own results.
+"""pollux-fidelity: dlsched's Tiresias, Optimus and Pollux against the Pollux simulator's own results.
 
 Pollux (Qiao et al., OSDI'21) ships a simulator and its results for eight workloads of 160 jobs
 each (sampled from the Philly trace) on 16 nodes x 4 T4 GPUs (petuum/adaptdl, branch
@@ -11,8 +11,12 @@ the first, most-free-GPU chunk placement.
 
 Expected (issue "Optimus, Tiresias and the Pollux fidelity check"): mean JCT within +-5 % of
 Pollux's on workload-6 and within +-10 % averaged over the eight, for both policies.
-The workloads are fixed files and both policies are deterministic, so one run per workload;
-`--seeds` is ignored.
+The workloads are fixed files and both policies are deterministic, so one run per workload.
+
+The pollux column (issue "Pollux", P1; docs/policies/pollux.md): our `pollux` policy, its genetic
+search seeded by `--seeds` seeds (3 by default) per workload; mean JCT within +-5 % of Pollux's
+2,751 s over the eight, each workload within +-15 %, and its reduction against our Tiresias and
+Optimus within +-5 points of Pollux's (32 % and 52 %, computed from the published means).
 """
 from __future__ import annotations
 
@@ -29,8 +33,8 @@ PUBLISHED = {
                5: 2673.7, 6: 2446.13125, 7: 3616.14375, 8: 2951.90625},
 }
 POLICIES = ("tiresias", "optimus")
-# Pollux itself (docs/policies/pollux.md): run by `pollux-policy`, not gated here. Its genetic
-# search is sized down from Pollux's population 100 x 100 generations to fit the 2-core budget.
+# Pollux itself (docs/policies/pollux.md): its genetic search is sized down from Pollux's
+# population 100 x 100 generations to fit the 2-core budget.
 POLLUX_CONFIG = {"policies": {"pollux": {"params": {"pollux": {"pop_size": 32, "generations": 20}}}}}
 START_DELAY_S = 30.0     # Pollux: rescale_time = 30 on every reallocation, the first included
 RESTART_DELAY_S = 30.0
@@ -40,86 +44,64 @@ POLICY_CONFIG = {"policies": {"optimus": {"params": {"optimus": {"early_factor":
 KEYS = ("mean_jct_s", "median_jct_s", "p95_jct_s", "makespan_s", "mean_wait_s", "gpu_util", "sched_time_s")
 
 
-def run(seeds: int = 1, workloads: tuple[int, ...] = tuple(range(1, 9))) -> ExperimentResult:
+def _pollux_runs(i: int, seeds: int, config: dict = POLLUX_CONFIG) -> list:
+    from dlsched.api import simulate
+    return [simulate("pollux", f"pollux-{i}", "pollux", seed=s, start_delay_s=START_DELAY_S,
+                     restart_delay_s=RESTART_DELAY_S, policy_config=config) for s in range(max(int(seeds), 1))]
+
+
+def run(seeds: int = 3, workloads: tuple[int, ...] = tuple(range(1, 9)),
+        policies: tuple[str, ...] = POLICIES + ("pollux",)) -> ExperimentResult:
     from dlsched.api import simulate
     results: dict[str, dict[str, list]] = {}
     rows, published = [], []
-    dev: dict[str, dict[int, float]] = {p: {} for p in POLICIES}
+    ours: dict[str, dict[int, float]] = {p: {} for p in policies}
     for i in workloads:
         group = f"workload-{i}"
         runs = {}
-        for p in POLICIES:
-            res = simulate("pollux", f"pollux-{i}", p, start_delay_s=START_DELAY_S,
-                           restart_delay_s=RESTART_DELAY_S, policy_config=POLICY_CONFIG)
-            runs[p] = [res]
-            ours = res.summary["mean_jct_s"]
+        for p in policies:
+            if p == "pollux":
+                runs[p] = _pollux_runs(i, seeds)
+            else:
+                runs[p] = [simulate("pollux", f"pollux-{i}", p, start_delay_s=START_DELAY_S,
+                                    restart_delay_s=RESTART_DELAY_S, policy_config=POLICY_CONFIG)]
+            ours[p][i] = sum(r.summary["mean_jct_s"] for r in runs[p]) / len(runs[p])
             pub = PUBLISHED[p][i]
-            dev[p][i] = ours / pub - 1
-            published.append({"figure": f"{group} mean JCT {p} (s)", "published": pub, "ours": ours,
-                              "deviation": f"{100 * dev[p][i]:+.1f} %"})
+            published.append({"figure": f"{group} mean JCT {p} (s)", "published": pub, "ours": ours[p][i],
+                              "deviation": f"{100 * (ours[p][i] / pub - 1):+.1f} %"})
         results[group] = runs
         rows += summarise(runs, KEYS, group=group)
-    checks = []
-    for p in POLICIES:
-        if 6 in workloads:
-            d6 = dev[p][6]
-            checks.append(Check(f"{p}: mean JCT within +-5 % of Pollux's on workload-6", abs(d6) <= 0.05,
-                                f"{100 * d6:+.1f} %"))
-        ours = sum(PUBLISHED[p][i] * (1 + dev[p][i]) for i in workloads) / len(workloads)
-        pub = sum(PUBLISHED[p][i] for i in workloads) / len(workloads)
-        avg = ours / pub - 1
-        published.append({"figure": f"mean over {len(workloads)} workloads, {p} (s)", "published": pub,
-                          "ours": ours, "deviation": f"{100 * avg:+.1f} %"})
-        checks.append(Check(f"{p}: mean JCT averaged over the workloads within +-10 % of Pollux's",
-                            abs(avg) <= 0.10,
-                            f"{100 * avg:+.1f} % (per workload: "
-                            + ", ".join(f"{i}: {100 * dev[p][i]:+.1f}%" for i in workloads) + ")"))
-    return ExperimentResult("pollux-fidelity", "Tiresias and Optimus vs the Pollux simulator", rows,
-                            published, checks, results=results)
-
-
-def run_pollux(seeds: int = 1, workloads: tuple[int, ...] = tuple(range(1, 9))) -> ExperimentResult:
-    """Our `pollux` policy on Pollux's workloads beside Pollux's published Pollux results (and
-    the reduction against our Tiresias and Optimus beside Pollux's 32 % and 52 %)."""
-    from dlsched.api import simulate
-    results: dict[str, dict[str, list]] = {}
-    rows, published, checks = [], [], []
-    ours: dict[str, dict[int, float]] = {p: {} for p in POLICIES + ("pollux",)}
-    for i in workloads:
-        group = f"workload-{i}"
-        runs: dict[str, list] = {"pollux": []}
-        for s in range(max(int(seeds), 1)):
-            runs["pollux"].append(simulate("pollux", f"pollux-{i}", "pollux", seed=s, start_delay_s=START_DELAY_S,
-                                           restart_delay_s=RESTART_DELAY_S, policy_config=POLLUX_CONFIG))
-        for p in POLICIES:
-            runs[p] = [simulate("pollux", f"pollux-{i}", p, start_delay_s=START_DELAY_S,
-                                restart_delay_s=RESTART_DELAY_S, policy_config=POLICY_CONFIG)]
-        for p, rs in runs.items():
-            ours[p][i] = sum(r.summary["mean_jct_s"] for r in rs) / len(rs)
-        pub = PUBLISHED["pollux"][i]
-        published.append({"figure": f"{group} mean JCT pollux (s)", "published": pub, "ours": ours["pollux"][i],
-                          "deviation": f"{100 * (ours['pollux'][i] / pub - 1):+.1f} %"})
-        results[group] = runs
-        rows += summarise(runs, KEYS, group=group)
+    dev = {p: {i: ours[p][i] / PUBLISHED[p][i] - 1 for i in workloads} for p in policies}
     mean = {p: sum(v.values()) / len(v) for p, v in ours.items()}
     pub_mean = {p: sum(PUBLISHED[p][i] for i in workloads) / len(workloads) for p in PUBLISHED}
-    dev = mean["pollux"] / pub_mean["pollux"] - 1
-    published.append({"figure": f"mean over {len(workloads)} workloads, pollux (s)", "published": pub_mean["pollux"],
-                      "ours": mean["pollux"], "deviation": f"{100 * dev:+.1f} %"})
-    checks.append(Check("pollux: mean JCT within +-5 % of Pollux's", abs(dev) <= 0.05, f"{100 * dev:+.1f} %"))
-    for p in POLICIES:
-        red, pub_red = 1 - mean["pollux"] / mean[p], 1 - pub_mean["pollux"] / pub_mean[p]
-        published.append({"figure": f"pollux's mean JCT reduction vs {p}", "published": f"{100 * pub_red:.0f} %",
-                          "ours": f"{100 * red:.0f} %", "deviation": f"{100 * (red - pub_red):+.1f} points"})
-        checks.append(Check(f"pollux: reduction vs our {p} within +-5 points of Pollux's", abs(red - pub_red) <= 0.05,
-                            f"{100 * red:.1f} % vs {100 * pub_red:.1f} %"))
-    return ExperimentResult("pollux-policy", "Pollux vs the Pollux simulator's own Pollux results", rows,
+    checks = []
+    for p in policies:
+        avg = mean[p] / pub_mean[p] - 1
+        published.append({"figure": f"mean over {len(workloads)} workloads, {p} (s)", "published": pub_mean[p],
+                          "ours": mean[p], "deviation": f"{100 * avg:+.1f} %"})
+        each = ", ".join(f"{i}: {100 * dev[p][i]:+.1f}%" for i in workloads)
+        if p == "pollux":
+            checks.append(Check("pollux: mean JCT within +-5 % of Pollux's", abs(avg) <= 0.05, f"{100 * avg:+.1f} %"))
+            worst = max(workloads, key=lambda i: abs(dev[p][i]))
+            checks.append(Check("pollux: each workload's mean JCT within +-15 % of Pollux's",
+                                abs(dev[p][worst]) <= 0.15, f"({each})"))
+            continue
+        if 6 in workloads:
+            checks.append(Check(f"{p}: mean JCT within +-5 % of Pollux's on workload-6", abs(dev[p][6]) <= 0.05,
+                                f"{100 * dev[p][6]:+.1f} %"))
+        checks.append(Check(f"{p}: mean JCT averaged over the workloads within +-10 % of Pollux's",
+                            abs(avg) <= 0.10, f"{100 * avg:+.1f} % (per workload: {each})"))
+    if "pollux" in policies:
+        for p in (q for q in POLICIES if q in policies):
+            red, pub_red = 1 - mean["pollux"] / mean[p], 1 - pub_mean["pollux"] / pub_mean[p]
+            published.append({"figure": f"pollux's mean JCT reduction vs {p}", "published": f"{100 * pub_red:.1f} %",
+                              "ours": f"{100 * red:.1f} %", "deviation": f"{100 * (red - pub_red):+.1f} points"})
+            checks.append(Check(f"pollux: reduction vs our {p} within +-5 points of Pollux's",
+                                abs(red - pub_red) <= 0.05, f"{100 * red:.1f} % vs {100 * pub_red:.1f} %"))
+    return ExperimentResult("pollux-fidelity", "Tiresias, Optimus and Pollux vs the Pollux simulator", rows,
                             published, checks, results=results)
 
 
-register_experiment(Experiment("pollux-policy", "Pollux vs the Pollux simulator's own Pollux results",
-                               "Pollux OSDI'21 artifact (petuum/adaptdl osdi21-artifact)", run_pollux,
-                               default_seeds=1))
-register_experiment(Experiment("pollux-fidelity", "Tiresias and Optimus vs the Pollux simulator",
+register_experiment(Experiment("pollux-fidelity", "Tiresias, Optimus and Pollux vs the Pollux simulator",
                                "Pollux OSDI'21 artifact (petuum/adaptdl osdi21-artifact)", run,
-                               default_seeds=1))
+                               default_seeds=3))

@@ -356,8 +356,6 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
         decisions = log
     recs = jobs_from_log(log)
     n = len(recs)
-    # numbers in typed arrays rather than lists of boxed floats: a 1M-job run's table is built
-    # with a tenth of the memory (the columns and dtypes are those of lists of the same values)
     # column by column (a comprehension per column is several times cheaper than a row loop
     # appending to 26 columns); numbers in typed arrays rather than lists of boxed floats: a
     # 1M-job run's table is built with a tenth of the memory (the columns and dtypes are those
@@ -371,7 +369,7 @@ def result_from_log(log, timeline, *, total_gpus: int, effective_gpu_s: float | 
     fin = [nan if r.finish_s is None else float(r.finish_s) for r in R]
     fp = [_nan(st.get("first_progress_s")) for st in sts]
 
-    def stat(key: str) -> array:
+    def stat(key: str, sts: list = sts) -> array:
         return array("d", [float(st.get(key) or 0.0) for st in sts])
 
     cols: dict[str, Any] = {

@@ -25,6 +25,12 @@ the epoch's end (`boundary`), where the job picks its batch again, as Pollux's j
 epochs. The batch is picked with the job's goodput model (`choose`: the best (m, s) of
 `goodput.best_batch` at (nodes, replicas) with the gradient statistics of the batch it trained
 last and the current epoch, the atomic batch then clamped to floor(M_max / (N (s + 1)))).
+
+Interference (Pollux's `--interference x`, `simulator.py` `Simulator.step`): where `interference`
+is set (the allocator's parameter of that name), a job on more than one node that shares a node
+with another job on more than one node runs at (1 - x) of its goodput. Which jobs are slowed is
+decided after each round's decisions (`interfered`), from the allocations then, as Pollux decides
+it once per interval; a job whose state changes is re-rated.
 """
 from __future__ import annotations
 
@@ -65,6 +71,8 @@ class GoodputProgress:
         self.choice: tuple[int, int, int] | None = None   # (epoch, atomic batch, accum steps)
         self._next = (-1, -1.0)                           # (version, time) of the pushed re-rate
         self._tol = 1e-9 * max(float(iterations), 1.0)
+        self.interference = 0.0                           # x: the slowdown when interfered
+        self.slowed = False                               # shares a node with another distributed job
 
     def epoch(self, done: float) -> int:
         """The epoch a job that ran `done` request iterations is in."""
@@ -89,6 +97,8 @@ class GoodputProgress:
         batch = replicas * m * (s + 1)
         self.batch = batch
         per_iter = t * float(self.g_req[e]) * self.scale / gain(self.app, batch, e)
+        if self.slowed:
+            per_iter /= 1.0 - self.interference
         return per_iter, float(self.bounds[e + 1]) - done
 
     def profile(self, r):
@@ -112,3 +122,30 @@ class GoodputProgress:
             return None
         self._next = (r.version, t)
         return t
+
+
+def interfered(runs) -> list[str]:
+    """Set `slowed` on every adaptive run from the allocations now (see the module docstring);
+    the ids of the runs whose state changed (to be re-rated)."""
+    live = {jid: r for jid, r in runs.items() if getattr(r, "adapt", None) is not None or
+            getattr(r, "placements", None)}        # (a finished job's row holds neither)
+    nodes_of = {}
+    for jid, r in live.items():
+        if r.placements and not r.finished:
+            nodes = {p.node for p in r.placements.values()}
+            if len(nodes) > 1:
+                nodes_of[jid] = nodes
+    count: dict[int, int] = {}
+    for nodes in nodes_of.values():
+        for n in nodes:
+            count[n] = count.get(n, 0) + 1
+    changed = []
+    for jid, r in live.items():
+        a = r.adapt
+        if a is None or r.finished or not getattr(a, "interference", 0.0):
+            continue
+        slowed = jid in nodes_of and any(count[n] > 1 for n in nodes_of[jid])
+        if slowed != a.slowed:
+            a.slowed = slowed
+            changed.append(jid)
+    return changed

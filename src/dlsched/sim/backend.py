@@ -41,7 +41,7 @@ from dlsched.cluster.state import ClusterState, Snapshot
 from dlsched.cluster.topology import Cluster
 from dlsched.core.types import JobSpec, Launch, Migrate, Plan, Resize, Resume, Suspend
 from dlsched.scheduler import events as ev
-from dlsched.sim import switch_cost
+from dlsched.sim import adaptive, switch_cost
 from dlsched.sim.engine import (P_ARRIVAL, P_FINISH, P_NODE, P_TICK, EngineLog, EventHeap, Arrive,
                                 Finish, NodeChange, RateChange, SaveDone, TaskDone, Tick)
 from dlsched.scheduler.eventlog import StatsBlock, StatsRow
@@ -300,6 +300,7 @@ class SimBackend(Holding, Rates):
                     if d.adapt is not None and hasattr(d.adapt, "profile"):
                         r.adapt = d.adapt
                         self._adaptive = True
+                        self._interfere = self._interfere or bool(getattr(d.adapt, "interference", 0.0))
                 r.restoring = not fresh
                 r.starting = fresh and self.start_delay_s > 0
                 if cost is not None:
@@ -312,6 +313,8 @@ class SimBackend(Holding, Rates):
                 self._take(r, d.placements, now)
             else:  # pragma: no cover - Plan only holds the decision types above
                 raise TypeError(f"unknown decision {d!r}")
+        if self._interfere:            # Pollux's --interference, from the allocations now
+            self._touched.update(adaptive.interfered(self.runs))
         self._refresh()
 
     # -- events ---------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from dlsched.sim.run import JobRun
 class Rates:
     """SimBackend's rates and re-rates (mixed in; see the module)."""
     _adaptive = False        # a job runs with its own batch (JobRun.adapt, dlsched.sim.adaptive)
+    _interfere = False       # and one of them may be slowed by interference (adaptive.interfered)
 
     def _advance(self, r: JobRun, now: float) -> None:
         dt = now - r.last_t

@@ -164,9 +164,15 @@ class PolluxAllocate(Allocate):
     round_state = ("_most", "_restarts", "_prev", "last_value", "_given")
 
     def __init__(self, pop_size: int = 100, generations: int = 100, restart_s: float = 30.0,
-                 max_replicas: int = 64) -> None:
+                 max_replicas: int = 64, avoid_interference: bool = True, interference: float = 0.0) -> None:
         if pop_size < 2 or generations < 0:
             raise ValueError("pop_size must be >= 2 and generations >= 0")
+        if not 0.0 <= float(interference) < 1.0:
+            raise ValueError("interference must be in [0, 1)")
+        # Pollux's sensitivity knobs: repair rule (1) on or off (its pollux.py lines 387-390), and
+        # in the simulator, the slowdown of distributed jobs sharing a node (dlsched.sim.adaptive)
+        self.avoid_interference = bool(avoid_interference)
+        self.interference = float(interference)
         self.pop_size, self.generations = int(pop_size), int(generations)
         self.restart_s = float(restart_s)
         self.max_replicas = int(max_replicas)
@@ -187,6 +193,7 @@ class PolluxAllocate(Allocate):
             perf, lim = app_model(app)
             g = self._adapt[rec.job_id] = GoodputProgress(
                 app, float(spec.iterations), trained_batch(app, spec.batch_size, spec.num_workers), perf, lim)
+            g.interference = self.interference
         return g
 
     def speed_table(self, recs, ctx, base, width: int) -> np.ndarray:
@@ -315,7 +322,7 @@ class PolluxAllocate(Allocate):
         restarts = np.array([self._restarts.get(i, 0) for i in ids])
         problem = pollux_ga.Problem(speed, np.maximum(left, 0), base, caps,
                                     pollux_ga.restart_factor(age, restarts, self.restart_s),
-                                    nodes / max(gpus, 1))
+                                    nodes / max(gpus, 1), avoid=self.avoid_interference)
         seeds = [base[None]]
         if self._prev is not None:
             prev_ids, prev_pop = self._prev

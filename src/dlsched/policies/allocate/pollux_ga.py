@@ -57,15 +57,17 @@ class Problem:
     max_rep:   (jobs,) most replicas per job
     penalty:   (jobs,) restart factor of each job
     scale:     nodes / GPUs of the cluster (Pollux's dominant share x nodes)
+    avoid:     repair rule (1) on (Pollux's default) or off (its interference study's "noavoid")
     """
 
-    def __init__(self, speed, capacity, base, max_rep, penalty, scale: float) -> None:
+    def __init__(self, speed, capacity, base, max_rep, penalty, scale: float, avoid: bool = True) -> None:
         self.speed = np.asarray(speed, dtype=np.float64)
         self.capacity = np.asarray(capacity, dtype=np.int64)
         self.base = np.asarray(base, dtype=np.int64)
         self.max_rep = np.minimum(np.asarray(max_rep, dtype=np.int64), self.speed.shape[2] - 1)
         self.penalty = np.asarray(penalty, dtype=np.float64)
         self.scale = float(scale)
+        self.avoid = bool(avoid)          # repair rule (1); off: Pollux's "noavoid" runs
         self.jobs, self.nodes = self.base.shape
 
     def evaluate(self, states: np.ndarray) -> np.ndarray:
@@ -79,10 +81,10 @@ class Problem:
 
     def repair(self, states: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         s = np.array(states, dtype=np.int64)
-        # (1) one distributed job per node, the first in job order
-        dist = np.count_nonzero(s, axis=2) > 1
-        on = (s > 0) & dist[:, :, None]
-        s[(np.cumsum(on, axis=1) > 1) & on] = 0
+        if self.avoid:      # (1) one distributed job per node, the first in job order
+            dist = np.count_nonzero(s, axis=2) > 1
+            on = (s > 0) & dist[:, :, None]
+            s[(np.cumsum(on, axis=1) > 1) & on] = 0
         # (2) max replicas and (3) max nodes, over the nodes in a random order
         shuffle = np.argsort(rng.random(s.shape), axis=2)
         t = np.take_along_axis(s, shuffle, axis=2)

@@ -32,6 +32,7 @@ next, parameter servers on the first node: what a trace's duration means by "ide
 """
 from __future__ import annotations
 
+import bisect
 import math
 
 from dlsched.core.types import GPU, Role, TaskPlacement
@@ -114,6 +115,10 @@ def packed_placement(spec, cluster) -> tuple[TaskPlacement, ...] | None:
 class SizeOrder:
     """What SRTF and SJF share: the work estimate and the GPU-seconds / run-time choice."""
     static = False   # keys need the round's cluster (the speed model)
+    # A waiting job that holds nothing attains nothing, so its key (SJF: its total work; SRTF:
+    # total work - attained) stays while it waits: keyed once as it joins the queue
+    # (dlsched.scheduler.kept_order; tests/unit/test_deep_queue.py compares the event logs).
+    waiting_keys_kept = True
 
     def __init__(self, gpu_weighted: bool = True) -> None:
         self.gpu_weighted = bool(gpu_weighted)
@@ -153,34 +158,65 @@ class SrtfOrder(SizeOrder, Order):
         waiting = ctx.queue if ctx is not None and ctx.now == now else ()
         if not waiting:
             return math.inf        # nobody to place, nobody to preempt for
-        cluster = ctx.cluster if ctx is not None else None
-        jobs = {r.job_id: r for r in waiting}
-        # preempt's walk runs only when the waiting jobs need more GPUs than are free, which
-        # no time changes: without the walk, only the waiting jobs' order counts
-        if _walks(ctx):
-            for r in running:
-                jobs[r.job_id] = r
-        rows = []
+        cluster = ctx.cluster
         weighted = self.gpu_weighted
-        for r in jobs.values():
+
+        def row(r) -> tuple:
             k = self.scaled(r, max(self.work.total(r, cluster) - r.attained(now), 0.0))[0]
             rate = 0.0
             if k > 0 and r._service_since is not None:
                 rate = r.held_gpus()
                 if not weighted:
                     rate /= max(r.spec.gpus, 1.0)
-            rows.append((k, r.submit_time_s, r.job_id, rate))
+            return (k, r.submit_time_s, r.job_id, rate)
+
+        # Only a falling key (rate > 0) can meet the key before it in the order, or reach 0.
+        # The waiting jobs that hold nothing keep their keys (`waiting_keys_kept`): the round
+        # keyed them (r.key, in ctx.queue's order) and no time moves them. So only the jobs that
+        # hold GPUs are rowed here: the running ones (when preempt's walk reads them: it runs
+        # only when the waiting jobs need more GPUs than are free, which no time changes) and
+        # a gang placed in part; each falling one meets the nearer of the still waiting job
+        # before it (a bisection of the queue) and the holding job before it.
+        # Under tenancy the admitted queue is in the admission walk's order, not the keys':
+        # every waiting job is rowed then, as before the bisection.
+        whole = getattr(ctx._sched, "tenancy", None) is not None
+        held = list(waiting) if whole else [r for r in waiting if r._service_since is not None]
+        if _walks(ctx):
+            held.extend(running)
+        seen, rows = set(), []
+        for r in held:
+            if r.job_id not in seen:
+                seen.add(r.job_id)
+                rows.append(row(r))
         rows.sort()
         t = math.inf
         prev = None
-        for row in rows:
-            k, rate = row[0], row[3]
-            if rate > 0:                       # reaches 0
-                t = min(t, now + (k - 1e-9 * max(k, 1.0)) / rate)
-            if prev is not None and rate > prev[3]:     # catches up with the one before it
-                t = min(t, now + (k - prev[0] - 1e-9 * max(k, 1.0)) / (rate - prev[3]))
-            prev = row
+        for cur in rows:
+            k, rate = cur[0], cur[3]
+            if rate > 0:
+                t = min(t, now + (k - 1e-9 * max(k, 1.0)) / rate)           # reaches 0
+                before = prev if whole else max((x for x in (prev, _still_before(waiting, cur, seen))
+                                                 if x is not None), default=None)
+                if before is not None and rate > before[3]:    # catches up with the one before it
+                    t = min(t, now + (k - before[0] - 1e-9 * max(k, 1.0)) / (rate - before[3]))
+            prev = cur
         return t - 1e-6 if t < math.inf else t
+
+
+def _still_before(waiting, cur, seen) -> tuple | None:
+    """The row (key, submit, id, rate 0) of the waiting job that holds nothing just before `cur`
+    in the queue's key order (`waiting`, sorted by r.key), or None."""
+    i = bisect.bisect_left(waiting, cur[:3], key=_key3)
+    while i > 0 and waiting[i - 1].job_id in seen:
+        i -= 1
+    if i == 0:
+        return None
+    w = waiting[i - 1]
+    return (w.key[0], w.submit_time_s, w.job_id, 0.0)
+
+
+def _key3(r) -> tuple:
+    return r.key[:3]
 
 
 def _walks(ctx) -> bool:
