@@ -97,10 +97,11 @@ def test_size_orders_kept_keys_are_the_keys_of_every_round(monkeypatch, policy, 
     assert policy == "sjf" or any(r[1] == "suspend" for r in every.decisions)
 
 
-@pytest.mark.parametrize("policy", ["fifo-backfill", "tiresias", "edf", "sjf", "volcano-gang"])
+@pytest.mark.parametrize("policy", ["fifo-backfill", "tiresias", "edf", "sjf", "volcano-gang", "drf", "tetris", "srtf"])
 def test_a_loop_stopped_with_no_gpu_free_decides_and_explains_the_same(monkeypatch, policy):
-    """Placing._stopped: with no GPU free and nothing left that could start, the queue loop ends
-    early. The same decisions and engine events, and every waiting job's "why" after every round
+    """Placing._stopped: once nothing left could start on the GPUs free (none free, or too few
+    for every job left: dlsched.scheduler.refusal), the queue loop ends early (DRF's dynamic loop
+    too). The same decisions and engine events, and every waiting job's "why" after every round
     word for word, as trying every job."""
     from dlsched.scheduler.core import Scheduler
     seen, stops = [], []

@@ -143,9 +143,11 @@ class RoundContext:
     notes    None, or a dict through which one component of the profile tells a later one a
              fact of this round (Optimus's allocator tells its placer which jobs may need
              anything); it goes with the round
+    keyed    whether `queue` is in its records' key order (r.key ascending): False under a
+             tenancy, whose admission walk orders the queue by queues and shares
     """
     __slots__ = ("snap", "txn", "now", "jobs", "queue", "rng", "stats", "allocation", "notes", "goodput",
-                 "_sched")
+                 "keyed", "_sched")
 
     def __init__(self, snap: Snapshot, txn: Transaction, now: float, jobs, queue: list, rng: np.random.Generator,
                  sched, stats: Callable[[str], dict] | None = None):
@@ -155,6 +157,7 @@ class RoundContext:
         self.allocation = _EMPTY
         self.notes: dict | None = None
         self.goodput = getattr(sched, "_goodput", None)
+        self.keyed = getattr(sched, "tenancy", None) is None
 
     @property
     def cluster(self):

@@ -58,6 +58,7 @@ from dlsched.scheduler.contain import contained_round
 from dlsched.scheduler.eventlog import CompactLog, LogRecord, Rounds, Timeline, placed_detail
 from dlsched.scheduler.fastplace import FastPlacer
 from dlsched.scheduler.kept_order import KeptOrder
+from dlsched.scheduler.refusal import RefusalIndex
 from dlsched.scheduler.hotpath import LogWriter, fewer_collections
 from dlsched.scheduler.placing import Placing
 from dlsched.scheduler.profile import Profile, build_profile, overrides as _overrides  # noqa: F401 (re-exported)
@@ -124,7 +125,8 @@ class Scheduler(LogWriter, Placing):
         self._why_box = WhyBox()                  # the last round's "why pending?" (_explain)
         self._queue_extra: tuple[str, ...] = ()   # queue_order's tail: tenancy's refused jobs
         self._tried: set[str] = set()             # jobs the round's queue loop tried (_explain)
-        self._skipped: tuple | None = None        # where the loop stopped, no GPU free (_stopped)
+        self._skipped: tuple | None = None        # where the loop stopped, nothing fits (_stopped)
+        self._refusal = RefusalIndex(profile.gang, self._fits_only)   # what could start (_stopped)
         # quotas and fair share over a queue tree (dlsched.tenancy.engine): None, one tenant
         self.tenancy = tenancy
         if tenancy is not None:
@@ -319,6 +321,7 @@ class Scheduler(LogWriter, Placing):
         if rec.queued:
             return
         rec.queued = True
+        self._refusal.add(rec)
         if self._static:
             rec.key = (*self.profile.order.key(rec, None), rec.submit_time_s, rec.job_id)
             bisect.insort(self.queue, rec, key=lambda r: r.key)
@@ -331,6 +334,7 @@ class Scheduler(LogWriter, Placing):
         if not rec.queued:
             return
         rec.queued = False
+        self._refusal.remove(rec)
         if self._static:
             i = bisect.bisect_left(self.queue, rec.key, key=lambda r: r.key)
             if i < len(self.queue) and self.queue[i] is rec:
@@ -364,15 +368,16 @@ class Scheduler(LogWriter, Placing):
         if self._begin:
             ctx.queue = list(self.queue)          # the waiting jobs, not yet in order
             self.profile.order.begin_round(ctx)
+        keyed_at = None                            # (decided, decisions) when the queue was keyed
         if self._static:
             queue = list(self.queue)
         elif self._kept is not None:
             queue = self._kept.ordered(ctx)           # keyed when they joined (kept_order.py)
         else:
-            key = self.profile.order.key
-            for rec in self.queue:
-                rec.key = (*key(rec, ctx), rec.submit_time_s, rec.job_id)
+            for rec, k in zip(self.queue, self.profile.order.keys(self.queue, ctx)):
+                rec.key = (*k, rec.spec.submit_time_s, rec.job_id)
             queue = sorted(self.queue, key=lambda r: r.key)
+            keyed_at = (len(txn.decided), len(txn.plan.decisions))
         waiting = queue
         if self.tenancy is not None:
             queue = self.tenancy.admit(queue, ctx)     # the admitted ones, in the walk's order
@@ -384,21 +389,7 @@ class Scheduler(LogWriter, Placing):
             placer.place(ctx)
         head = None                                # the job a blocking profile stopped at
         if self._dynamic:
-            # Re-pick the smallest key after every placement (progressive filling). Keys change
-            # only when the round decides something: in between, the next smallest is the next
-            # in order (keys are unique), so the rest is re-sorted only then. The same jobs in
-            # the same order as a min() per try, without its O(queue^2) under a deep queue.
-            key = self.profile.order.key
-            ordered, at, seen = [r for r in queue if r.job_id not in txn.decided], 0, None
-            while at < len(ordered):
-                if seen != (len(txn.decided), len(txn.plan.decisions)):
-                    seen = (len(txn.decided), len(txn.plan.decisions))
-                    ordered, at = sorted(ordered[at:], key=lambda r: (*key(r, ctx), r.submit_time_s, r.job_id)), 0
-                rec = ordered[at]
-                at += 1
-                if not self._try(rec, ctx) and self.profile.blocking:
-                    head = rec
-                    break
+            head = self._place_dynamic(queue, ctx, keyed_at if self.tenancy is None else None)
         elif self.tenancy is not None:
             self._place_per_queue(queue, ctx)
         else:
@@ -454,6 +445,7 @@ class Scheduler(LogWriter, Placing):
                 rec._service_since = now
             else:
                 rec.state = JobState.PARTIAL
+                self._refusal.touch(rec)
             if whole:
                 self._remove_from_queue(rec)
         if self._observers:

@@ -24,6 +24,10 @@ _EPS = 1e-9
 LEFT_OUT = "left out by the policy this round (its allocation or time slices)"
 
 
+def _first(pair):
+    return pair[0]
+
+
 class Explained:
     """A round's answer to "why pending?" for the jobs of its queue, computed per job when read:
     "" for a job it decided; None (the reason the queue loop set: JobRecord._why) for one it
@@ -89,23 +93,54 @@ class Placing:
             if not self._try(rec, ctx) and strict:
                 blocked[leaf] = rec.job_id
 
+    def _place_dynamic(self, queue: list[JobRecord], ctx: RoundContext, keyed_at) -> JobRecord | None:
+        """The queue loop of a dynamic order (DRF's progressive filling): the smallest key is
+        picked again after every placement. Keys change only when the round decides something:
+        in between, the next smallest is the next in order (keys are unique), so the rest is
+        keyed (`Order.keys`, all at once) and sorted only then; `keyed_at` says when `queue` was
+        keyed in that order (None: not in key order, under a tenancy). The same jobs in the same
+        order as a min() per try, without its O(queue^2) under a deep queue; the loop stops once
+        nothing left could start (`_stopped`). Returns the job a blocking profile stopped at."""
+        txn, order, blocking = ctx.txn, self.profile.order, self.profile.blocking
+        must = self._refusal.must
+        ordered, at = [r for r in queue if r.job_id not in txn.decided], 0
+        seen, check = None, True
+        while at < len(ordered):
+            now = (len(txn.decided), len(txn.plan.decisions))
+            if seen != now or check:
+                check = False
+                if not blocking and self._stopped(queue, 0, ctx):
+                    return None                    # nothing left can start
+            if seen != now:
+                if seen is not None or now != keyed_at:
+                    rest = ordered[at:]
+                    keys = [(*k, r.spec.submit_time_s, r.job_id) for k, r in zip(order.keys(rest, ctx), rest)]
+                    ordered, at = [r for _, r in sorted(zip(keys, rest), key=_first)], 0
+                seen = now
+            rec = ordered[at]
+            at += 1
+            if not self._try(rec, ctx) and blocking:
+                return rec
+            check = rec.job_id in must
+        return None
+
     def _place_in_order(self, queue: list[JobRecord], ctx: RoundContext) -> JobRecord | None:
         """The queue loop: each job not yet decided tried in order; a blocking profile stops at
-        the first that does not start (returned). Under the fits filter alone, once no GPU is
-        free, the rest are not tried when each of them certainly cannot start: it needs GPUs,
-        holds no task and asks no GPU type. `_refuse` would refuse each of them with the same
-        words (`Explained.reason` gives them when asked), so the decisions are the same; a
-        deep queue's round then ends at its last placement, not at its last job (issue "Scale
-        ... deep queues"; `python benchmarks/bench_policies.py --deep`)."""
+        the first that does not start (returned). A profile that does not block stops once no
+        job left could start on the GPUs free (`_stopped`): `_refuse` would refuse each of them
+        with the same words (`Explained.reason` gives them when asked), so the decisions are the
+        same; a deep queue's round then ends at its last placement, not at its last job (issue
+        "Scale ... deep queues"; `python benchmarks/bench_policies.py --deep`)."""
         txn, blocking = ctx.txn, self.profile.blocking
         decided = txn.decided
-        stop = self._fits_only and not blocking
+        stop = not blocking
         if stop and self._stopped(queue, 0, ctx):
             return None
+        must = self._refusal.must
         for i, rec in enumerate(queue):
             if rec.job_id in decided:
                 continue
-            if self._try(rec, ctx):
+            if self._try(rec, ctx) or rec.job_id in must:   # (the last job that had to be tried?)
                 if stop and self._stopped(queue, i + 1, ctx):
                     return None
             elif blocking:
@@ -113,21 +148,18 @@ class Placing:
         return None
 
     def _stopped(self, queue, start: int, ctx) -> bool:
-        """No GPU is free and no job of queue[start:] can start without one: each needs GPUs,
-        holds no task and may go on any GPU type (so `_refuse` would refuse it; `gpu_refusal`
-        gives its words). Kept in `_skipped` for `_explain`."""
+        """No job of the queue not decided this round can start on the GPUs free now: `_refuse`
+        would refuse each of them (dlsched.scheduler.refusal counts them by class; `gpu_refusal`
+        gives the words). Kept in `_skipped` for `_explain`: the jobs of queue[start:] not tried
+        are explained so."""
         txn = ctx.txn
         free = txn.free_view() if type(txn) is Transaction else txn.free
         col = free[ctx.snap.up, GPU]
         if not len(col):
             return False
         total, block = float(col.sum()), float(col.max())
-        if total > _EPS:
+        if not self._refusal.none_can_start(ctx.snap.cluster, total, block, txn.decided, self._tried):
             return False
-        mask = ctx.snap.cluster.type_mask
-        for rec in queue[start:] if start else queue:
-            if rec.placed or rec.done_tasks or rec.gpu_need()[1] <= _EPS or mask(rec.spec) is not None:
-                return False
         self._skipped = (queue, start, total, block)
         return True
 
@@ -136,7 +168,7 @@ class Placing:
         need, first = rec.gpu_need()
         n = len(rec.tasks)
         gang = self.profile.gang and rec.spec.is_gang
-        if gang and n > 1:
+        if gang and n > 1 and need > total + _EPS:
             return f"gang: needs {amount(GPU, need)} in all; {max(total, 0.0):g} free"
         committed = f"gang: 0 of {n} tasks fit" if gang else f"partial: 0 of {n} tasks placed"
         return (f"{committed}; needs {amount(GPU, first, rec.spec.gpu_type)} on one node; "

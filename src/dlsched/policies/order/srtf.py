@@ -179,7 +179,7 @@ class SrtfOrder(SizeOrder, Order):
         # before it (a bisection of the queue) and the holding job before it.
         # Under tenancy the admitted queue is in the admission walk's order, not the keys':
         # every waiting job is rowed then, as before the bisection.
-        whole = getattr(ctx._sched, "tenancy", None) is not None
+        whole = not ctx.keyed
         held = list(waiting) if whole else [r for r in waiting if r._service_since is not None]
         if _walks(ctx):
             held.extend(running)
