@@ -3,8 +3,9 @@ same jobs under their fixed request (issue 36, part 3).
 
 A few jobs of examples/pollux_digits.py (an MLP on the digits; real gloo all-reduce through
 `ctx.allreduce_gradients`, which also measures the all-reduce time and the gradient statistics;
-each step padded with a sleep per sample of the local batch, so the step time depends on the
-local batch as on a GPU and the two CPUs of a small machine do not decide it) arrive a few
+each step padded with a sleep per sample of the local batch and a fixed one per step, so the
+step time depends on the local batch as on a GPU, with a per-step cost a larger batch amortises,
+and the two CPUs of a small machine do not decide it) arrive a few
 seconds apart on an embedded Ray cluster of 2 nodes x 2 virtual GPUs, each asking for 1 GPU and
 batch 32 (M0), with max_batch_size 256. They run twice, under a real `dlsched server` each:
 
@@ -38,7 +39,7 @@ POLICIES = ("fifo", "pollux")
 ARRIVALS_S = (0.0, 2.0, 4.0)
 ITERATIONS = 150
 M0, MAX_BATCH = 32, 256
-ARGS = {"sample_s": 0.004, "step_s": 0.02, "lr": 0.05}
+ARGS = {"sample_s": 0.004, "step_s": 0.08, "lr": 0.05}
 TIMEOUT_S = 240.0
 KEYS = ("mean_jct_s", "makespan_s", "mean_wait_s", "gpu_util")
 POLLUX = {"round_s": ROUND_S, "params": {"pollux": {"restart_s": RESTART_S, "pop_size": 32, "generations": 20}}}
