@@ -54,8 +54,16 @@ def test_the_kept_order_is_the_order_keyed_every_round(monkeypatch, cluster, wor
     and engine events as keying every waiting job every round, demotions and preemptions
     included (the second case demotes at 600 GPU-s)."""
     from dlsched.policies.order.tiresias import TiresiasOrder
-    from dlsched.scheduler import kept_order
     cfg = None if params is None else {"policies": {"tiresias": {"params": params}}}
+    every = _kept_then_every(monkeypatch, cluster, workload, "tiresias", cfg,
+                             TiresiasOrder, property(lambda self: False))
+    assert any(r[1] == "suspend" for r in every.decisions) or params is None
+
+
+def _kept_then_every(monkeypatch, cluster, workload, policy, cfg, order_cls, off):
+    """Run `policy` with its kept order (checked to be used), then with `order_cls`'s
+    waiting_keys_kept set to `off`: the same decisions and engine events. The second run."""
+    from dlsched.scheduler import kept_order
     calls = []
     orig = kept_order.KeptOrder.ordered
 
@@ -63,13 +71,13 @@ def test_the_kept_order_is_the_order_keyed_every_round(monkeypatch, cluster, wor
         calls.append(len(self.new))
         return orig(self, ctx)
     monkeypatch.setattr(kept_order.KeptOrder, "ordered", counted)
-    kept = api.simulate(cluster, workload, "tiresias", seed=1, policy_config=cfg)
+    kept = api.simulate(cluster, workload, policy, seed=1, policy_config=cfg)
     assert calls, "the kept order was not used"
-    monkeypatch.setattr(TiresiasOrder, "waiting_keys_kept", property(lambda self: False))
-    every = api.simulate(cluster, workload, "tiresias", seed=1, policy_config=cfg)
+    monkeypatch.setattr(order_cls, "waiting_keys_kept", off)
+    every = api.simulate(cluster, workload, policy, seed=1, policy_config=cfg)
     assert list(kept.decisions) == list(every.decisions)
     assert list(kept.events) == list(every.events)
-    assert any(r[1] == "suspend" for r in every.decisions) or params is None
+    return every
 
 
 @pytest.mark.parametrize("policy", ["srtf", "sjf"])
@@ -80,20 +88,7 @@ def test_size_orders_kept_keys_are_the_keys_of_every_round(monkeypatch, policy, 
     attains nothing), with SRTF's quiet rule bisecting the kept queue: the same decisions and
     engine events as keying every waiting job every round (SRTF's preemptions included)."""
     from dlsched.policies.order.srtf import SizeOrder
-    from dlsched.scheduler import kept_order
-    calls = []
-    orig = kept_order.KeptOrder.ordered
-
-    def counted(self, ctx):
-        calls.append(len(self.new))
-        return orig(self, ctx)
-    monkeypatch.setattr(kept_order.KeptOrder, "ordered", counted)
-    kept = api.simulate(cluster, workload, policy, seed=1)
-    assert calls, "the kept order was not used"
-    monkeypatch.setattr(SizeOrder, "waiting_keys_kept", False)
-    every = api.simulate(cluster, workload, policy, seed=1)
-    assert list(kept.decisions) == list(every.decisions)
-    assert list(kept.events) == list(every.events)
+    every = _kept_then_every(monkeypatch, cluster, workload, policy, None, SizeOrder, False)
     assert policy == "sjf" or any(r[1] == "suspend" for r in every.decisions)
 
 

@@ -44,10 +44,10 @@ POLICY_CONFIG = {"policies": {"optimus": {"params": {"optimus": {"early_factor":
 KEYS = ("mean_jct_s", "median_jct_s", "p95_jct_s", "makespan_s", "mean_wait_s", "gpu_util", "sched_time_s")
 
 
-def _pollux_runs(i: int, seeds: int, config: dict = POLLUX_CONFIG) -> list:
+def _pollux_runs(i: int, seeds: int) -> list:
     from dlsched.api import simulate
     return [simulate("pollux", f"pollux-{i}", "pollux", seed=s, start_delay_s=START_DELAY_S,
-                     restart_delay_s=RESTART_DELAY_S, policy_config=config) for s in range(max(int(seeds), 1))]
+                     restart_delay_s=RESTART_DELAY_S, policy_config=POLLUX_CONFIG) for s in range(max(int(seeds), 1))]
 
 
 def run(seeds: int = 3, workloads: tuple[int, ...] = tuple(range(1, 9)),

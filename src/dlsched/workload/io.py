@@ -53,6 +53,7 @@ import numpy as np
 from dlsched.core.errors import DlschedError, InputError
 from dlsched.core.types import GPU, JobSpec
 from dlsched.workload import formats, gavel_trace, readers
+from dlsched.workload.formats.table import checked_rows
 from dlsched.workload.generators import GENERATORS, generate
 from dlsched.workload.schema import COLUMNS, job_to_row
 
@@ -258,8 +259,6 @@ def _read_csv(path: Path, gz: bool):
     import pandas as pd
 
     file = str(path)
-    rows: list[list[str]] = []
-    lines: list[int] = []
     reader = None
     try:
         with (gzip.open if gz else open)(path, "rt", encoding="utf-8-sig", newline="") as fh:
@@ -270,23 +269,7 @@ def _read_csv(path: Path, gz: bool):
             for c in header:
                 if header.count(c) > 1:
                     raise InputError("duplicate column", file=file, line=reader.line_num, field=c)
-            n = len(header)
-            for row in reader:
-                text = "".join(row)
-                if "\0" in text:                  # e.g. the zero-filled tail a crash can leave
-                    i = next(i for i, c in enumerate(row) if "\0" in c)
-                    raise InputError("NUL byte (a corrupt or binary file?)", file=file, line=reader.line_num,
-                                     field=header[i] if i < n else None)
-                if not text.strip():
-                    continue                      # a blank line, or a row of empty fields
-                if len(row) < n:
-                    raise InputError(f"missing: the row has {len(row)} of the header's {n} fields (cut short?)",
-                                     file=file, line=reader.line_num, field=header[len(row)])
-                if len(row) > n:
-                    raise InputError(f"the row has {len(row)} fields, the header {n}: extra value(s) after "
-                                     f"this field", file=file, line=reader.line_num, field=header[-1])
-                rows.append(row)
-                lines.append(reader.line_num)
+            rows, lines = checked_rows(reader, header, file)
     except csv.Error as e:
         raise InputError(f"malformed CSV ({e})", file=file, line=reader.line_num if reader else None) from None
     except UnicodeDecodeError as e:

@@ -99,11 +99,35 @@ def _fast(data: bytes, delimiter: str, names):
     return frame, np.arange(skip + 1, skip + 1 + table.num_rows, dtype=np.int64)
 
 
+def checked_rows(reader, header: list[str], file: str) -> tuple[list[list[str]], list[int]]:
+    """The rows of a csv reader after its header, with their line numbers: blank rows skipped;
+    a NUL byte, a short row or a long one refused with its line and field (the schema's reader,
+    dlsched.workload.io, and the trace formats' exact path share it)."""
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    n = len(header)
+    for row in reader:
+        text = "".join(row)
+        if "\0" in text:                  # e.g. the zero-filled tail a crash can leave
+            i = next(i for i, c in enumerate(row) if "\0" in c)
+            raise InputError("NUL byte (a corrupt or binary file?)", file=file, line=reader.line_num,
+                             field=header[i] if i < n else None)
+        if not text.strip():
+            continue                      # a blank line, or a row of empty fields
+        if len(row) < n:
+            raise InputError(f"missing: the row has {len(row)} of the header's {n} fields (cut short?)",
+                             file=file, line=reader.line_num, field=header[len(row)])
+        if len(row) > n:
+            raise InputError(f"the row has {len(row)} fields, the header {n}: extra value(s) after this field",
+                             file=file, line=reader.line_num, field=header[-1])
+        rows.append(row)
+        lines.append(reader.line_num)
+    return rows, lines
+
+
 def _exact(text: str, file: str, delimiter: str, names):
     import pandas as pd
 
-    rows: list[list[str]] = []
-    lines: list[int] = []
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     try:
         header = names
@@ -112,23 +136,7 @@ def _exact(text: str, file: str, delimiter: str, names):
             for c in header:
                 if header.count(c) > 1:
                     raise InputError("duplicate column", file=file, line=reader.line_num, field=c)
-        n = len(header)
-        for row in reader:
-            joined = "".join(row)
-            if "\0" in joined:
-                i = next(i for i, c in enumerate(row) if "\0" in c)
-                raise InputError("NUL byte (a corrupt or binary file?)", file=file, line=reader.line_num,
-                                 field=header[min(i, n - 1)])
-            if not joined.strip():
-                continue
-            if len(row) < n:
-                raise InputError(f"missing: the row has {len(row)} of the header's {n} fields (cut short?)",
-                                 file=file, line=reader.line_num, field=header[len(row)])
-            if len(row) > n:
-                raise InputError(f"the row has {len(row)} fields, the header {n}: extra value(s) after this field",
-                                 file=file, line=reader.line_num, field=header[-1])
-            rows.append(row)
-            lines.append(reader.line_num)
+        rows, lines = checked_rows(reader, header, file)
     except csv.Error as e:
         raise InputError(f"malformed CSV ({e})", file=file, line=reader.line_num) from None
     return pd.DataFrame(rows, columns=header, dtype=object), np.asarray(lines, dtype=np.int64)
