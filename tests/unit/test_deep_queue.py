@@ -92,6 +92,39 @@ def test_size_orders_kept_keys_are_the_keys_of_every_round(monkeypatch, policy, 
     assert policy == "sjf" or any(r[1] == "suspend" for r in every.decisions)
 
 
+@pytest.mark.parametrize("policy,cluster,workload", [
+    ("drf", "v100-4", "poisson:jobs=400,rate=0.02"),
+    ("drf", "v100-2", "liquid:jobs=200,rate=0.05"),
+    ("test-drf-preempt", "v100-4", "poisson:jobs=300,rate=0.02"),
+])
+def test_drf_kept_per_user_is_the_sorted_queue(monkeypatch, policy, cluster, workload):
+    """DRF's queue kept per user (scheduler/user_order.py: users with equal shares merged, the
+    progressive filling from a heap of the users' first jobs): the same decisions and engine
+    events as keying and sorting the whole queue after every placement. With an action in
+    the profile (`rec.key` kept for it) too."""
+    from dlsched.policies.order.drf import DrfOrder
+    from dlsched.scheduler import user_order
+    from dlsched.scheduler.framework import REGISTRY, ProfileSpec, register_profile
+    if policy not in REGISTRY.names("profile"):
+        register_profile(ProfileSpec(name=policy, description="test", order="drf", filters=("fits",),
+                                     actions=("preempt",), gang=True, blocking=False))
+    merged = []
+    orig = user_order.ByUser.ordered
+
+    def counted(self, ctx):
+        out = orig(self, ctx)
+        merged.append(len(self.merged))
+        return out
+    monkeypatch.setattr(user_order.ByUser, "ordered", counted)
+    kept = api.simulate(cluster, workload, policy, seed=1)
+    assert merged, "the queue was not kept per user"
+    assert any(merged) or workload.startswith("liquid"), "no round had users with equal shares"
+    monkeypatch.setattr(DrfOrder, "key_per_user", False)
+    every = api.simulate(cluster, workload, policy, seed=1)
+    assert list(kept.decisions) == list(every.decisions)
+    assert list(kept.events) == list(every.events)
+
+
 @pytest.mark.parametrize("policy", ["fifo-backfill", "tiresias", "edf", "sjf", "volcano-gang", "drf", "tetris", "srtf"])
 def test_a_loop_stopped_with_no_gpu_free_decides_and_explains_the_same(monkeypatch, policy):
     """Placing._stopped: once nothing left could start on the GPUs free (none free, or too few

@@ -58,6 +58,7 @@ from dlsched.scheduler.contain import contained_round
 from dlsched.scheduler.eventlog import CompactLog, LogRecord, Rounds, Timeline, placed_detail
 from dlsched.scheduler.fastplace import FastPlacer
 from dlsched.scheduler.kept_order import KeptOrder
+from dlsched.scheduler.user_order import ByUser
 from dlsched.scheduler.refusal import RefusalIndex
 from dlsched.scheduler.hotpath import LogWriter, fewer_collections
 from dlsched.scheduler.placing import Placing
@@ -98,7 +99,9 @@ class Scheduler(LogWriter, Placing):
         self._room: tuple | None = None           # Placing._refuse: the free GPUs of this round, its answers
         self._dynamic = bool(profile.order.dynamic)
         self._kept = KeptOrder(profile.order) if not (self._static or self._dynamic) and \
-            getattr(profile.order, "waiting_keys_kept", False) else None
+            getattr(profile.order, "waiting_keys_kept", False) else \
+            ByUser(profile.order, rekey=bool(profile.actions)) \
+            if self._dynamic and getattr(profile.order, "key_per_user", False) else None
         # hooks with a body (the declared defaults do nothing: calling them would only cost)
         self._begin = _overrides(profile.order, "begin_round")
         self._pre_actions = [a for a in profile.actions if _overrides(a, "before_place")]
@@ -372,7 +375,8 @@ class Scheduler(LogWriter, Placing):
         if self._static:
             queue = list(self.queue)
         elif self._kept is not None:
-            queue = self._kept.ordered(ctx)           # keyed when they joined (kept_order.py)
+            queue = self._kept.ordered(ctx)           # kept_order.py, user_order.py
+            keyed_at = (len(txn.decided), len(txn.plan.decisions))
         else:
             for rec, k in zip(self.queue, self.profile.order.keys(self.queue, ctx)):
                 rec.key = (*k, rec.spec.submit_time_s, rec.job_id)

@@ -12,11 +12,14 @@ Scheduler: its methods read the Scheduler's profile and state, as before.
 """
 from __future__ import annotations
 
+from heapq import heappop, heappush
+
 import numpy as np
 
 from dlsched.core.types import GPU, JobSpec, Status, TaskSpec, amount
 from dlsched.scheduler.context import JobRecord, JobState, RoundContext
 from dlsched.scheduler.transaction import Transaction
+from dlsched.scheduler.user_order import ByUser
 
 _EPS = 1e-9
 
@@ -101,6 +104,8 @@ class Placing:
         keyed in that order (None: not in key order, under a tenancy). The same jobs in the same
         order as a min() per try, without its O(queue^2) under a deep queue; the loop stops once
         nothing left could start (`_stopped`). Returns the job a blocking profile stopped at."""
+        if keyed_at is not None and type(self._kept) is ByUser:
+            return self._place_by_user(queue, ctx, self._kept)
         txn, order, blocking = ctx.txn, self.profile.order, self.profile.blocking
         must = self._refusal.must
         ordered, at = [r for r in queue if r.job_id not in txn.decided], 0
@@ -123,6 +128,45 @@ class Placing:
                 return rec
             check = rec.job_id in must
         return None
+
+    def _place_by_user(self, queue: list[JobRecord], ctx: RoundContext, by: ByUser) -> JobRecord | None:
+        """`_place_dynamic` for an order whose key is the user's (scheduler/user_order.py): the
+        next job is the smallest of each user's first untried job by (user key, submit_time_s,
+        job_id), from a heap of the users' first jobs built again when the keys change (after
+        a decision). The same jobs in the same order as sorting the queue, at log(users) a try."""
+        txn, blocking, must = ctx.txn, self.profile.blocking, self._refusal.must
+        before = set(txn.decided)                  # decided before the loop: not tried
+        lists = by.lists
+        at = dict.fromkeys(lists, 0)
+        seen, check, heap, keys = None, True, [], None
+
+        def head(user: str, i: int) -> None:       # the user's first job from i not decided before
+            lst = lists[user]
+            while i < len(lst) and lst[i].job_id in before:
+                i += 1
+            at[user] = i
+            if i < len(lst):
+                r = lst[i]
+                heappush(heap, ((*keys[user], r.spec.submit_time_s, r.job_id), user))
+
+        while True:
+            now = (len(txn.decided), len(txn.plan.decisions))
+            if seen != now or check:
+                check = False
+                if not blocking and self._stopped(queue, 0, ctx):
+                    return None                    # nothing left can start
+            if seen != now:
+                keys, seen, heap = by.user_keys(ctx), now, []
+                for user in lists:
+                    head(user, at[user])
+            if not heap:
+                return None
+            _, user = heappop(heap)
+            rec = lists[user][at[user]]
+            head(user, at[user] + 1)
+            if not self._try(rec, ctx) and blocking:
+                return rec
+            check = rec.job_id in must
 
     def _place_in_order(self, queue: list[JobRecord], ctx: RoundContext) -> JobRecord | None:
         """The queue loop: each job not yet decided tried in order; a blocking profile stops at

@@ -218,6 +218,10 @@ class Transaction:
             for g in gpu_ids:               # element by element: a fancy-indexed add costs 5x more
                 used[g] += share
 
+    def has_reserved(self) -> bool:
+        """Whether any job holds reservations not yet committed or discarded."""
+        return bool(self._tentative)
+
     def reserved(self, job_id: str) -> list[TaskPlacement]:
         return [tp for tp, _ in self._tentative.get(job_id, [])]
 

@@ -76,7 +76,9 @@ class DrfOrder(Order):
     def key(self, job, ctx) -> tuple:
         if ctx is None:   # only static orders are keyed without a round; answer anyway
             return (0.0,)
-        user = job.spec.user
+        return self._user_key(job.spec.user, ctx)
+
+    def _user_key(self, user: str, ctx) -> tuple:
         if ctx.txn is not self._txn or user not in self._users:
             self._start_round(ctx, user)
         n = len(ctx.txn.plan.decisions)
@@ -85,6 +87,13 @@ class DrfOrder(Order):
             self._shares = self._dominant_shares(ctx)
             self._shares_at = n
         return (self._shares.get(user, 0.0),)
+
+    # a job's key is its user's: the scheduler keeps the queue per user (scheduler/user_order.py)
+    key_per_user = True
+
+    def user_keys(self, users: list[str], ctx) -> list[tuple]:
+        """The key of each user's jobs (the users of the waiting jobs, in a fixed order)."""
+        return [self._user_key(u, ctx) for u in users]
 
     def keys(self, jobs: list, ctx) -> list[tuple]:
         """`key` of each job at once: the shares brought up to date by the first, then read per
@@ -96,9 +105,8 @@ class DrfOrder(Order):
         users = self._users
         missing = set(of) - users
         if missing:                      # each user's share once (a user's jobs share it)
-            one = dict(zip(of, jobs))
             for u in sorted(missing):
-                self.key(one[u], ctx)
+                self._user_key(u, ctx)
         get = self._shares.get
         return [(get(u, 0.0),) for u in of]
 
@@ -224,7 +232,7 @@ class DrfOrder(Order):
         used = {u: v.copy() for u, v in self._used.items()}
         # Reservations not yet committed (normally none between two placements: a job's
         # reservations are committed - a new decision - or discarded together).
-        for rec in ctx.queue:
+        for rec in (ctx.queue if ctx.txn.has_reserved() else ()):
             tps = ctx.txn.reserved(rec.job_id)
             if tps:
                 v = _demand(rec, [tp.task for tp in tps])
