@@ -92,6 +92,22 @@ def test_size_orders_kept_keys_are_the_keys_of_every_round(monkeypatch, policy, 
     assert policy == "sjf" or any(r[1] == "suspend" for r in every.decisions)
 
 
+@pytest.mark.parametrize("cluster,workload", [("v100-4", "poisson:jobs=400,rate=0.02"),
+                                              ("v100-2", "liquid:jobs=200,rate=0.05")])
+def test_srtf_walk_without_victims_is_quiet_until_an_event(monkeypatch, cluster, workload):
+    """Preempt's walk that suspends nobody under an order whose running keys only fall (SRTF)
+    counts as no walk for SRTF's quiet time (running jobs only move ahead in its order): the
+    same decisions and engine events as waking at every meeting of keys, in fewer rounds."""
+    from dlsched.policies.order.srtf import SizeOrder
+    quiet = api.simulate(cluster, workload, "srtf", seed=1)
+    monkeypatch.setattr(SizeOrder, "running_keys_fall", False)
+    every = api.simulate(cluster, workload, "srtf", seed=1)
+    assert any(r[1] == "suspend" for r in every.decisions)
+    assert list(quiet.decisions) == list(every.decisions)
+    assert list(quiet.events) == list(every.events)
+    assert len(quiet.rounds) < len(every.rounds)
+
+
 @pytest.mark.parametrize("policy,cluster,workload", [
     ("drf", "v100-4", "poisson:jobs=400,rate=0.02"),
     ("drf", "v100-2", "liquid:jobs=200,rate=0.05"),

@@ -66,6 +66,7 @@ class JobRecord:
     _why: str = ""
     _box: "WhyBox | None" = None
     _need: tuple | None = None       # (tasks, GPUs of them all, GPUs of the first): gpu_need's
+    _held: tuple | None = None       # (placed, its size, tasks, GPUs): held_gpus's
     # the spec's, kept as a field: read for every waiting job in every round's loops (a
     # property cost 7 s of a deep-queue run's 80 under the profiler; bench_policies.py --deep)
     job_id: str = field(init=False, default="")
@@ -97,6 +98,8 @@ class JobRecord:
     def unplaced(self) -> list[TaskSpec]:
         if not self.placed and not self.done_tasks:      # (most calls: a job not placed yet)
             return list(self.tasks)
+        if not self.done_tasks and len(self.placed) == len(self.tasks):   # placed whole
+            return []
         return [t for t in self.tasks if t.index not in self.placed and t.index not in self.done_tasks]
 
     def gpu_need(self) -> tuple[float, float]:
@@ -113,8 +116,17 @@ class JobRecord:
         return c[1], c[2]
 
     def held_gpus(self) -> float:
-        tasks = self.tasks        # (a list, not a generator: the same sum in the same order)
-        return float(sum([tasks[i].demand[GPU] for i in self.placed]))
+        """The GPUs its placed tasks ask for, kept until its placement changes (`_held`: the
+        scheduler drops it wherever it settles the job's service, before every change to
+        `placed`; the dict, its size and `tasks` are checked too). Asked of every running job
+        several times a round by SRTF's and preempt's walks (bench_policies.py --deep)."""
+        placed, tasks = self.placed, self.tasks
+        c = self._held
+        if c is not None and c[0] is placed and c[1] == len(placed) and c[2] is tasks:
+            return c[3]
+        v = float(sum([tasks[i].demand[GPU] for i in placed]))   # (a list: the same sum, same order)
+        self._held = (placed, len(placed), tasks, v)
+        return v
 
     def attained(self, now: float) -> float:
         extra = 0.0
@@ -145,9 +157,11 @@ class RoundContext:
              anything); it goes with the round
     keyed    whether `queue` is in its records' key order (r.key ascending): False under a
              tenancy, whose admission walk orders the queue by queues and shares
+    keys_fall  whether the order says a running job's key never rises while it runs and a
+             waiting job's stays as keyed (SRTF, SJF: `running_keys_fall`), with `keyed`
     """
     __slots__ = ("snap", "txn", "now", "jobs", "queue", "rng", "stats", "allocation", "notes", "goodput",
-                 "keyed", "_sched")
+                 "keyed", "keys_fall", "_sched")
 
     def __init__(self, snap: Snapshot, txn: Transaction, now: float, jobs, queue: list, rng: np.random.Generator,
                  sched, stats: Callable[[str], dict] | None = None):
@@ -158,6 +172,8 @@ class RoundContext:
         self.notes: dict | None = None
         self.goodput = getattr(sched, "_goodput", None)
         self.keyed = getattr(sched, "tenancy", None) is None
+        order = getattr(getattr(sched, "profile", None), "order", None)
+        self.keys_fall = self.keyed and bool(getattr(order, "running_keys_fall", False))
 
     @property
     def cluster(self):
@@ -188,6 +204,11 @@ class RoundContext:
     def order_key(self, rec: JobRecord) -> tuple:
         """The profile order's full key of a job (with (submit_time_s, job_id) appended)."""
         return (*self._sched.profile.order.key(rec, self), rec.submit_time_s, rec.job_id)
+
+    def order_keys(self, recs: list[JobRecord]) -> list[tuple]:
+        """`order_key` of each record, in one call to the order (`Order.keys`)."""
+        return [(*k, r.spec.submit_time_s, r.job_id)
+                for k, r in zip(self._sched.profile.order.keys(recs, self), recs)]
 
     def feasible(self, job: JobSpec, task: TaskSpec, free: np.ndarray) -> np.ndarray:
         """Nodes that are up and pass every filter of the profile for this task on `free`."""

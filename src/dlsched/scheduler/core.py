@@ -348,6 +348,7 @@ class Scheduler(LogWriter, Placing):
         self.queue.remove(rec)
 
     def _settle_service(self, rec: JobRecord, now: float) -> None:
+        rec._held = None                       # (called before every change to rec.placed)
         if rec._service_since is not None:
             rec.attained_gpu_s += (now - rec._service_since) * rec.held_gpus()
             rec._service_since = None

@@ -126,7 +126,8 @@ class Preempt(Action):
         # What the walk may hand out: the free GPUs plus those the candidates hold (everything
         # else - bags of tasks, partial holds, protected jobs - keeps what it has).
         avail = min(cap, free + sum(held for _, held in candidates))
-        running = sorted(((ctx.order_key(rec), rec, held) for rec, held in candidates), key=lambda it: it[0])
+        keys = ctx.order_keys([rec for rec, _ in candidates])
+        running = sorted(((k, rec, held) for k, (rec, held) in zip(keys, candidates)), key=_first)
         queue = ctx.queue
         excluded: set[str] = set()
         while True:
@@ -136,6 +137,11 @@ class Preempt(Action):
                 continue
             victims, chosen = got
             if not victims:
+                if not excluded and ctx.keys_fall:
+                    # Nobody to suspend; as keys fall (running jobs' only) the running jobs
+                    # only move ahead in the walk's order, which suspends nobody either, until
+                    # an event: for the order's quiet time, as if the round had not walked
+                    self.walked = (txn, False)
                 return
             bad = _infeasible(ctx, victims, chosen)
             if not bad:
@@ -144,6 +150,10 @@ class Preempt(Action):
         for rec in victims:
             placements = list(rec.placed.values())
             txn.release(rec.job_id, placements, [rec.tasks[tp.task].demand for tp in placements])
+
+
+def _first(it):
+    return it[0]
 
 
 def _waits(rec, txn) -> float:
