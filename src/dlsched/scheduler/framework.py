@@ -120,6 +120,12 @@ class Order(Component, Protocol):
     #: a waiting job that holds nothing keeps its key while it waits: keyed once, when it joins
     #: the queue, and kept in order between rounds (dlsched.scheduler.kept_order)
     waiting_keys_kept: ClassVar[bool] = False
+    #: (with dynamic) a job's key is its user's (`user_keys`): the queue is kept per user
+    #: (dlsched.scheduler.user_order)
+    key_per_user: ClassVar[bool] = False
+    #: a running job's key never rises while it runs (with waiting_keys_kept): a preempt walk
+    #: that suspends nobody stays so until an event (policies/actions/preempt.py)
+    running_keys_fall: ClassVar[bool] = False
 
     def begin_round(self, ctx: "RoundContextLike") -> None:
         """Once at the start of each round, before any key(): fold time-dependent state
