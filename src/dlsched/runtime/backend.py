@@ -290,8 +290,10 @@ class RayBackend(RunsMixin, SharesMixin, CommandsMixin, RecoveryMixin):
                 out.append(ev.RoundTick(self._now))
             if time.monotonic() - self.stats.last >= self.stats_every_s:
                 self._late_starts()
-                # (a run still starting is left out: its rank 0 may still hold the last run's records)
-                self.stats.collect({j: r for j, r in self.runs.items() if not r.pending})
+                # (a run still starting is left out until its rank 0 has started: before, its rank 0
+                # may still hold the last run's records; after, it may be training already, as a
+                # torchrun node does while its other ranks' cold workers start)
+                self.stats.collect({j: r for j, r in self.runs.items() if not r.pending or r.lead_up})
                 self.workers.refill()
             if out:
                 self._batch_t0 = min(t0s) if t0s else time.perf_counter()

@@ -87,6 +87,7 @@ class _Run:
     start_deadline: float = 0.0
     switch: tuple | None = None
     starting: bool = False                       # made, its ranks not all started (the API: `starting`)
+    lead_up: bool = False                        # rank 0's start answered: its records are this run's
 
 
 class RunsMixin:
@@ -166,6 +167,8 @@ class RunsMixin:
             self._fail_start(run, f"ranks did not start: {type(e).__name__}: {str(e)[:500]}")
             return
         run.pending -= 1
+        if run.starts and ref is run.starts[0]:
+            run.lead_up = True
         if not run.pending:
             self._confirm_start(run)
 
