@@ -171,3 +171,24 @@ def test_a_loop_stopped_with_no_gpu_free_decides_and_explains_the_same(monkeypat
     assert list(fast.decisions) == list(slow.decisions)
     assert list(fast.events) == list(slow.events)
     assert fast_why == seen
+
+
+@pytest.mark.parametrize("mode", ["kueue", "kai", "volcano-capacity"])
+def test_the_admission_walk_kept_answers_change_nothing(monkeypatch, tmp_path, mode):
+    """The admission walk keeps view.fits's answer per (queue, request, priority) until the book
+    changes (tenancy/engine.py `_fits`): under a deep queue in queues over their quotas, the same
+    decisions and engine events as asking every job."""
+    import dataclasses
+    from dlsched.tenancy import entitle
+    from dlsched.tenancy.points import Entitlement
+    from dlsched.workload.io import load_workload
+    q = tmp_path / "q.yaml"
+    q.write_text("queues:\n" + "".join(f"  - {{name: u{i}, quotas: {{gpu: {{nominal: 4}}}}}}\n" for i in range(4)))
+    jobs = [dataclasses.replace(j, queue=j.user) for j in load_workload("poisson:jobs=80,rate=0.02,users=4", seed=1)]
+    kept = api.simulate("v100-2", jobs, "tiresias", seed=1, queues=str(q), tenancy=mode)
+    for cls in [Entitlement, *[c for c in vars(entitle).values() if isinstance(c, type)]]:
+        monkeypatch.setattr(cls, "admits_by_request", False, raising=False)
+    every = api.simulate("v100-2", jobs, "tiresias", seed=1, queues=str(q), tenancy=mode)
+    assert list(kept.decisions) == list(every.decisions)
+    assert list(kept.events) == list(every.events)
+    assert kept.summary["mean_wait_s"] > 3600

@@ -338,6 +338,10 @@ class Tenancy:
         # moves on or victims change other leaves (keys are unique: they end with the job id)
         keys: dict | None = {} if order.local else None
         penalties = []
+        # "" or why not, per (leaf, request, priority), until the book changes: under a deep queue
+        # most of a walk asks the same question of jobs of one shape in a queue over its quota
+        # (the answer and its words are the same: view.fits reads the job only so)
+        memo: dict | None = {} if getattr(self.mode.entitlement, "admits_by_request", False) else None
         while heads:
             best = None
             for leaf, i in heads.items():
@@ -353,7 +357,7 @@ class Tenancy:
             if keys is not None:
                 keys.pop(leaf, None)
             req = self.request(rec)
-            why = self._lender_blocks(view, leaf, req) or view.fits(leaf, rec, req)
+            why = self._lender_blocks(view, leaf, req) or _fits(view, memo, leaf, rec, req)
             if why:
                 chosen = self.mode.victims.choose(view, rec, leaf, req) if why.startswith(("over", "non-")) else []
                 if chosen and self._feasible(ctx, rec, [v for v, _ in chosen]):
@@ -366,6 +370,8 @@ class Tenancy:
                     view._victims.drop([v for v, _ in chosen])
                     if keys is not None:
                         keys.clear()              # other leaves' usage changed
+                    if memo is not None:
+                        memo.clear()
                     why = view.fits(leaf, rec, req)
             if why:
                 rec.why = why
@@ -379,6 +385,8 @@ class Tenancy:
                     continue
             else:
                 book.add(leaf, req)
+                if memo is not None:
+                    memo.clear()
                 admitted.append(rec)
                 penalties.append((leaf, rec))
             heads[leaf] += 1
@@ -479,3 +487,14 @@ class Tenancy:
                 if f > 0 and since is not None and since + f > now + _EPS:
                     t = min(t, since + f)
         return None if t == math.inf else t
+
+
+def _fits(view, memo: dict | None, leaf: str, rec, req: dict) -> str:
+    """view.fits, kept in `memo` (None: not kept) per (leaf, request, priority)."""
+    if memo is None:
+        return view.fits(leaf, rec, req)
+    k = (leaf, tuple(req.items()), rec.spec.priority)
+    why = memo.get(k)
+    if why is None:
+        why = memo[k] = view.fits(leaf, rec, req)
+    return why

@@ -37,6 +37,9 @@ from dlsched.scheduler.framework import Component, declare
 
 class Entitlement(Component, Protocol):
     """What each queue deserves now."""
+    #: `admits` reads the job only through its request (and its priority): the admission walk
+    #: keeps its answer per (leaf, request, priority) until the book changes (tenancy/engine.py)
+    admits_by_request: ClassVar[bool] = True
 
     def compute(self, view) -> dict[str, float]:
         """GPUs each queue of the tree (leaves and inner nodes) deserves at this round: its
