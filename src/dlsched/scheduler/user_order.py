@@ -11,8 +11,8 @@ needs only each user's key:
   are equal have their jobs merged by (submit_time_s, job_id), as the full sort orders them;
 - the next job of the progressive filling (`Placing._place_by_user`) is the smallest of the
   users' first untried jobs: one comparison per user, not a sort of the queue;
-- `rec.key` stays what the round would have set (components such as preemption read it): a
-  user's jobs are keyed again only when its key changed, a new job when it joins.
+- with actions in the profile (preemption reads `rec.key`), `rec.key` stays what the round would
+  have set: a user's jobs are keyed again only when its key changed, a new job when it joins.
 
 The same keys and the same order, so the same decisions: tests/unit/test_deep_queue.py runs DRF
 both ways and compares the event logs; `python benchmarks/bench_policies.py --deep` measures it

@@ -153,26 +153,12 @@ class SrtfOrder(SizeOrder, Order):
         return self._key_at(job, ctx.cluster, ctx.now)
 
     def keys(self, jobs: list, ctx) -> list[tuple]:
-        """`key` of each job: `_key_at` written out (preempt's walk keys every running job each
-        round; the same operations in the same order)."""
+        """`key` of each job (preempt's walk keys every running job each round)."""
         if ctx is None:
             return [self.key(j, None) for j in jobs]
         self._ctx = ctx
-        now, cluster, total = ctx.now, ctx.cluster, self.work.total
-        at, memo = self._memo
-        if at != now:
-            memo = {}
-            self._memo = (now, memo)
-        weighted, out = self.gpu_weighted, []
-        for j in jobs:
-            k = memo.get(j.job_id)
-            if k is None:
-                since = j._service_since
-                att = j.attained_gpu_s + ((now - since) * j.held_gpus() if since is not None else 0.0)
-                left = max(total(j, cluster) - att, 0.0)
-                k = memo[j.job_id] = (left,) if weighted else (left / max(j.spec.gpus, 1.0),)
-            out.append(k)
-        return out
+        now, cluster = ctx.now, ctx.cluster
+        return [self._key_at(j, cluster, now) for j in jobs]
 
     def _key_at(self, job, cluster, now: float) -> tuple:
         at, memo = self._memo
