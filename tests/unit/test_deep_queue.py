@@ -176,7 +176,7 @@ def test_a_loop_stopped_with_no_gpu_free_decides_and_explains_the_same(monkeypat
 @pytest.mark.parametrize("mode", ["kueue", "kai", "volcano-capacity"])
 def test_the_admission_walk_kept_answers_change_nothing(monkeypatch, tmp_path, mode):
     """The admission walk keeps view.fits's answer per (queue, request, priority) until the book
-    changes (tenancy/engine.py `_fits`): under a deep queue in queues over their quotas, the same
+    changes (tenancy/view.py `fits_kept`): under a deep queue in queues over their quotas, the same
     decisions and engine events as asking every job."""
     import dataclasses
     from dlsched.tenancy import entitle

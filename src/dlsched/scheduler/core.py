@@ -136,7 +136,9 @@ class Scheduler(LogWriter, Placing):
             tenancy.bind(self)
             self._observers.append(tenancy)
             self._wakers.append(tenancy)
-            self._can_be_quiet = False         # its decisions change with time (usage, runtimes)
+            # quiet where every part of its mode is (no decayed usage: decisions change with time)
+            self._can_be_quiet = self._can_be_quiet and all(_overrides(p, "quiet_until") for p in tenancy.mode.parts())
+            self._quiet.append(tenancy)
 
     def check_backend(self, backend) -> None:
         """Refuse to run a profile on a backend that cannot carry out what it decides (both
@@ -209,7 +211,10 @@ class Scheduler(LogWriter, Placing):
                     self._quiet_since, self._quiet_until = (None if decided else now), None
                 self._dirty = False
             self._ticked = False
-            if round_s and self._next_tick is None and (self.queue or self.running):
+            # (no periodic round while nothing runs and only an event could change a round's
+            # outcome: a queue its tenancy never admits ticked for ever)
+            if round_s and self._next_tick is None and (self.queue or self.running) and \
+                    (self.running or self._quiet_time() < math.inf):
                 rs = float(round_s)
                 self._next_tick = now + rs if event_rounds else (math.floor(now / rs) + 1) * rs
                 backend.wake_at(self._next_tick)
@@ -472,13 +477,17 @@ class Scheduler(LogWriter, Placing):
     def _is_quiet(self, now: float) -> bool:
         """Would a round now decide nothing? True only when the last round decided nothing,
         nothing happened since, and no component could decide otherwise before `now`."""
+        return now < self._quiet_time()
+
+    def _quiet_time(self) -> float:
+        """Until when a round would decide nothing if no event comes (-inf: not quiet)."""
         if self._quiet_since is None or not self._can_be_quiet or not (self.queue or self._acts_on_running):
-            return False      # (nobody waiting, nothing to do to running jobs: the round is cheap)
+            return -math.inf  # (nobody waiting, nothing to do to running jobs: the round is cheap)
         if self._quiet_until is None:
             running = list(self.running.values())
             self._quiet_until = min((c.quiet_until(self._quiet_since, running) for c in self._quiet),
                                     default=math.inf)
-        return now < self._quiet_until
+        return self._quiet_until
 
     def execute(self, plan: Plan, backend) -> None:
         """Apply a plan made outside a round (an operator's migrate, a runtime re-attaching to

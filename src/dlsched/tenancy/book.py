@@ -69,6 +69,7 @@ class Book:
         # T(x, r) of every node, kept as usage changes (add: a walk up the leaf's path), so the
         # admission check reads the path instead of summing the tree (benchmarks/bench_tenancy.py)
         self.bal = {n: dict(b) for n, b in self._t["bal0"].items()}
+        self.version = 0                 # counts the changes (add)
 
     def _static(self, tree: QueueTree) -> None:
         """The tree's quotas as plain tables, built once per tree and resource list (a round
@@ -123,6 +124,7 @@ class Book:
                                                               self._path, self._kids)
         b.usage = {n: d.copy() for n, d in self.usage.items()}
         b.bal = {n: d.copy() for n, d in self.bal.items()}
+        b.version = 0
         return b
 
     def path(self, leaf: str) -> list[str]:
@@ -130,6 +132,7 @@ class Book:
         return self._path[leaf]
 
     def add(self, leaf: str, req: dict[str, float], sign: float = 1.0) -> None:
+        self.version += 1                # (what is kept per book state: orders.within_nominal)
         path = self._path[leaf]
         ll = self._t["ll"]
         bal = self.bal

@@ -15,6 +15,7 @@ passes): a preemption never frees quota the job could not use.
 from __future__ import annotations
 
 import math
+from heapq import heappop, heappush
 
 import numpy as np
 
@@ -26,85 +27,9 @@ from dlsched.tenancy.accounts import Accounts
 from dlsched.tenancy.book import Book, request_of
 from dlsched.tenancy.modes import Mode
 from dlsched.tenancy.tree import DEFAULT_QUEUE, ROOT, QueueTree, line_of, with_default  # noqa: F401 (with_default: the runtime imports it from here)
+from dlsched.tenancy.view import View, VictimList, fits_kept
 
 _EPS = 1e-9
-
-
-class View:
-    """The walk's state, as the parts see it (dlsched.tenancy.points)."""
-
-    def __init__(self, engine: Tenancy, book: Book, now: float, capacity: dict, demand: dict, victims: list):
-        self.tree, self.book, self.now, self.capacity, self.demand = engine.tree, book, now, capacity, demand
-        self.ledger, self.params, self._engine = engine.mode.ledger, engine.mode.spec, engine
-        self.entitled: dict[str, float] = {}
-        self.pending: dict[str, object] = {}
-        self.cache: dict = {}
-        self._victims = victims            # (record, leaf, request) of every possible victim
-
-    def leaf_of(self, rec) -> str:
-        return self._engine.leaf_of(rec)
-
-    def request(self, rec) -> dict[str, float]:
-        return self._engine.request(rec)
-
-    def started(self, rec) -> float | None:
-        return self._engine.started.get(rec.job_id, rec.first_start_s)
-
-    def candidates(self, job) -> list[tuple[object, str, dict, str]]:
-        """Running jobs that may be preempted for `job` now: (record, leaf, request, kind), kind
-        `reclaim` (another queue) or `preempt` (its own), minimum runtimes and the
-        non-preemptible class respected."""
-        out = []
-        leaf = self.leaf_of(job)
-        npp = self.params.non_preemptible_priority
-        for rec, vleaf, vreq in self._victims:
-            if (npp is not None and rec.spec.priority >= npp) or not rec.spec.preemptible:
-                continue
-            kind = "preempt" if vleaf == leaf else "reclaim"
-            floor = self.params.preempt_min_runtime_s if kind == "preempt" else self.params.reclaim_min_runtime_s
-            since = self.started(rec)
-            if floor > 0 and since is not None and self.now - since < floor - _EPS:
-                continue
-            out.append((rec, vleaf, vreq, kind))
-        return out
-
-    def fits(self, leaf: str, job, req: dict) -> str:
-        """The whole admission check: "" or why not."""
-        why = self.book.fits(leaf, req)
-        if why:
-            return why
-        npp = self.params.non_preemptible_priority
-        if npp is not None and job.spec.priority >= npp and self.params.non_preemptible_in_quota:
-            b = self.book
-            for r, x in req.items():
-                mine = self._engine.nonpreemptible_use(b, leaf, r)
-                if x > _EPS and mine + x > b.nominal(leaf, r) + _EPS:
-                    return (f"non-preemptible (priority {job.spec.priority} >= {npp}): only within quota; "
-                            f"{leaf} has {b.nominal(leaf, r):g} {r} nominal, {mine:g} used by such jobs")
-        return self._engine.mode.entitlement.admits(self, leaf, job, req)
-
-
-class _Victims:
-    """The jobs a victim may be taken from, listed when first asked (most rounds ask nothing):
-    (record, leaf, request) of each whole running DL job not released or decided in the round."""
-
-    def __init__(self, engine: Tenancy, txn):
-        self.engine, self.txn, self.items = engine, txn, None
-
-    def __iter__(self):
-        if self.items is None:
-            jobs, txn, out = self.engine.sched.jobs, self.txn, []
-            for jid, (leaf, req, g, _) in self.engine._hold.items():
-                rec = jobs[jid]
-                if (rec.spec.kind == "dl" and g > _EPS and not rec.unplaced() and jid not in txn.released
-                        and jid not in txn.decided):
-                    out.append((rec, leaf, req))
-            self.items = out
-        return iter(self.items)
-
-    def drop(self, chosen) -> None:
-        ids = {v.job_id for v in chosen}
-        self.items = [t for t in self if t[0].job_id not in ids]
 
 
 class Tenancy:
@@ -271,7 +196,7 @@ class Tenancy:
             h = self._hold.get(jid)
             if h is not None:
                 book.add(h[0], h[1], -1.0)
-        return book, _Victims(self, ctx.txn)
+        return book, VictimList(self, ctx.txn)
 
     def _update(self, rec) -> None:
         """Keep what `rec` holds now in the running sums (quota use per queue, GPUs per queue and
@@ -333,31 +258,33 @@ class Tenancy:
         admitted, self.refused = [], set()
         self.lanes = lanes
         heads = {leaf: 0 for leaf in lanes}
-        order = self.mode.queue_order
-        # a local order's key of a leaf's head changes only with that leaf: kept until the leaf
-        # moves on or victims change other leaves (keys are unique: they end with the job id)
-        keys: dict | None = {} if order.local else None
+        order, local = self.mode.queue_order, self.mode.queue_order.local
+        # The heads of the leaves in a heap by the order's key: a key is a function of the book
+        # and the job (unique: it ends with the job id), so it is kept until the book changes,
+        # and a local order's keys of other leaves then too (only the leaf that admitted moved).
+        # Popping the least key is the linear scan over the heads it replaces, in log time.
+        heap: list = []
+
+        def push(leaf: str) -> None:
+            rec = lanes[leaf][heads[leaf]]
+            req = self.request(rec)
+            heappush(heap, (order.key(view, leaf, rec, req), leaf, rec, req))
+
+        def rekey_all() -> None:
+            heap.clear()
+            for leaf in heads:
+                push(leaf)
+
+        rekey_all()
         penalties = []
         # "" or why not, per (leaf, request, priority), until the book changes: under a deep queue
         # most of a walk asks the same question of jobs of one shape in a queue over its quota
         # (the answer and its words are the same: view.fits reads the job only so)
         memo: dict | None = {} if getattr(self.mode.entitlement, "admits_by_request", False) else None
-        while heads:
-            best = None
-            for leaf, i in heads.items():
-                got = keys.get(leaf) if keys is not None else None
-                if got is None:
-                    rec = lanes[leaf][i]
-                    got = (order.key(view, leaf, rec, self.request(rec)), rec)
-                    if keys is not None:
-                        keys[leaf] = got
-                if best is None or got[0] < best[0]:
-                    best = (got[0], leaf, got[1])
-            _, leaf, rec = best
-            if keys is not None:
-                keys.pop(leaf, None)
-            req = self.request(rec)
-            why = self._lender_blocks(view, leaf, req) or _fits(view, memo, leaf, rec, req)
+        while heap:
+            _, leaf, rec, req = heappop(heap)
+            rekey = False                         # every head's key is to be made again
+            why = self._lender_blocks(view, leaf, req) or fits_kept(view, memo, leaf, rec, req)
             if why:
                 chosen = self.mode.victims.choose(view, rec, leaf, req) if why.startswith(("over", "non-")) else []
                 if chosen and self._feasible(ctx, rec, [v for v, _ in chosen]):
@@ -368,8 +295,7 @@ class Tenancy:
                         book.add(self.leaf_of(v), self.request(v), -1.0)
                         self.accounts.preempted(self.leaf_of(v), reason)
                     view._victims.drop([v for v, _ in chosen])
-                    if keys is not None:
-                        keys.clear()              # other leaves' usage changed
+                    rekey = True                  # other leaves' usage changed
                     if memo is not None:
                         memo.clear()
                     why = view.fits(leaf, rec, req)
@@ -382,9 +308,12 @@ class Tenancy:
                         later.why = f"behind {rec.job_id} in queue {leaf} ({why})"
                         self.refused.add(later.job_id)
                     del heads[leaf]
+                    if rekey:
+                        rekey_all()
                     continue
             else:
                 book.add(leaf, req)
+                rekey = rekey or not local
                 if memo is not None:
                     memo.clear()
                 admitted.append(rec)
@@ -392,6 +321,10 @@ class Tenancy:
             heads[leaf] += 1
             if heads[leaf] >= len(lanes[leaf]):
                 del heads[leaf]
+            elif not rekey:
+                push(leaf)
+            if rekey:
+                rekey_all()
         self._penalties = penalties
         self._view = view
         return admitted
@@ -477,24 +410,20 @@ class Tenancy:
     def next_wake(self, now: float) -> float | None:
         """When a minimum runtime ends for a job that may be a victim while someone waits
         blocked by quota: a round then (the reclaim refused before may go ahead)."""
-        floors = (self.mode.spec.reclaim_min_runtime_s, self.mode.spec.preempt_min_runtime_s)
-        if not self.refused or max(floors) <= 0:
-            return None
-        t = math.inf
-        for rec in self.sched.running.values():
-            since = self.started.get(rec.job_id, rec.first_start_s)
-            for f in floors:
-                if f > 0 and since is not None and since + f > now + _EPS:
-                    t = min(t, since + f)
+        t = self._floor_end(now) if self.refused else math.inf
         return None if t == math.inf else t
 
+    def quiet_until(self, now: float, running) -> float:
+        """(Component.quiet_until; the scheduler asks only where every part of the mode is quiet)
+        its parts' least, and the first minimum runtime to end (a victim may be taken then)."""
+        return min(min(p.quiet_until(now, running) for p in self.mode.parts()), self._floor_end(now))
 
-def _fits(view, memo: dict | None, leaf: str, rec, req: dict) -> str:
-    """view.fits, kept in `memo` (None: not kept) per (leaf, request, priority)."""
-    if memo is None:
-        return view.fits(leaf, rec, req)
-    k = (leaf, tuple(req.items()), rec.spec.priority)
-    why = memo.get(k)
-    if why is None:
-        why = memo[k] = view.fits(leaf, rec, req)
-    return why
+    def _floor_end(self, now: float) -> float:
+        floors = [f for f in (self.mode.spec.reclaim_min_runtime_s, self.mode.spec.preempt_min_runtime_s) if f > 0]
+        t = math.inf
+        for rec in self.sched.running.values() if floors else ():
+            since = self.started.get(rec.job_id, rec.first_start_s)
+            for f in floors:
+                if since is not None and since + f > now + _EPS:
+                    t = min(t, since + f)
+        return t

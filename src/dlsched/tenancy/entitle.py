@@ -149,7 +149,7 @@ def volcano_split(total: float, queues: list[dict]) -> dict[str, float]:
 
 
 @register("entitlement", "volcano-proportion", source="volcano-sh/volcano pkg/scheduler/plugins/proportion")
-class VolcanoProportion(Entitlement):
+class VolcanoProportion(Timeless, Entitlement):
     """Volcano's proportion: deserved shares by weight, within guarantee and capability."""
 
     def __init__(self) -> None:

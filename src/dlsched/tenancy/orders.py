@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from dlsched.scheduler.framework import register
+from dlsched.scheduler.framework import Timeless, register
 from dlsched.tenancy.book import INF
 from dlsched.tenancy.points import QueueOrder
 from dlsched.tenancy.tree import ROOT
@@ -34,13 +34,22 @@ def _tail(job) -> tuple:
 
 
 def within_nominal(view, leaf: str, req: dict[str, float]) -> bool:
-    """Would the queue stay within its nominal quota with this request?"""
+    """Would the queue stay within its nominal quota with this request? (Kept in view.cache per
+    (leaf, request) while the book is unchanged: under a deep queue Kueue's order and victims
+    ask it of every waiting job, most of one of a few shapes; benchmarks/bench_policies.py
+    --deep --queues.)"""
     b = view.book
-    return all(b.usage[leaf][r] + x <= b.nominal(leaf, r) + _EPS for r, x in req.items() if x > _EPS)
+    k = (leaf, *req.items())
+    got = view.cache.get(k)
+    if got is not None and got[0] == b.version:
+        return got[1]
+    ok = all(b.usage[leaf][r] + x <= b.nominal(leaf, r) + _EPS for r, x in req.items() if x > _EPS)
+    view.cache[k] = (b.version, ok)
+    return ok
 
 
 @register("queue_order", "kueue", source="Kueue cluster_queue.md (PrioritySortingWithinCohort)")
-class KueueOrder(QueueOrder):
+class KueueOrder(Timeless, QueueOrder):
     """Heads within nominal first, then higher priority, then earlier submission."""
     local = True
 
@@ -72,7 +81,7 @@ def drs(view, node: str, leaf: str | None = None, req: dict | None = None) -> fl
 
 
 @register("queue_order", "drs", source="Kueue KEP-1714 fair sharing; pkg/cache/scheduler/fair_sharing.go")
-class DrsOrder(QueueOrder):
+class DrsOrder(Timeless, QueueOrder):
     """The lowest dominant-resource share (with the job), root to leaf."""
 
     def __init__(self) -> None:
@@ -98,7 +107,7 @@ class UsageOrder(QueueOrder):
 
 
 @register("queue_order", "kai", source="NVIDIA KAI-Scheduler proportion/queue_order/queue_order.go")
-class KaiOrder(QueueOrder):
+class KaiOrder(Timeless, QueueOrder):
     """KAI's chain: under fair share, within quota, queue priority, dominant share, time."""
     local = True
 
@@ -118,7 +127,7 @@ class KaiOrder(QueueOrder):
 
 
 @register("queue_order", "volcano", source="volcano-sh/volcano pkg/scheduler/plugins/proportion (QueueOrderFn)")
-class VolcanoOrder(QueueOrder):
+class VolcanoOrder(Timeless, QueueOrder):
     """Higher queue priority, then the lower share of the deserved."""
     local = True
 

@@ -18,7 +18,7 @@ Admitted jobs go on, in the walk's order, to the profile's order-independent ste
 placers, the per-task placement), which place them or leave them waiting for room ("blocked by
 placement"); the others wait "blocked by quota", with the reason the walk gave.
 
-`view` (engine.View) is the walk's state: `tree`, `book` (usage now, with this walk's
+`view` (dlsched.tenancy.view.View) is the walk's state: `tree`, `book` (usage now, with this walk's
 admissions and victims), `now`, `capacity` (per constrained resource, nodes up), `entitled`
 (the entitlement's GPUs per queue), `ledger`, `running(leaf)` (the jobs a victim may be taken
 from), `request(job)`, `leaf_of(job)`, `started(job)` (its last start), `params` (the mode's

@@ -83,7 +83,7 @@ class NoVictims(Timeless, Victims):
 
 
 @register("victims", "kueue", source="Kueue preemption.md; pkg/scheduler/preemption/preemption.go")
-class KueueVictims(Victims):
+class KueueVictims(Timeless, Victims):
     """Kueue classic preemption: reclaim within the cohort, then lower priority in the queue."""
 
     def __init__(self, reclaim_within_cohort: str = "any", within_queue: str = "lower_priority") -> None:
@@ -124,7 +124,7 @@ def almost_lca(view, a: str, b: str) -> tuple[str, str]:
 
 
 @register("victims", "kueue-fair", source="Kueue KEP-1714; pkg/scheduler/preemption/fairsharing/strategy.go")
-class KueueFairVictims(Victims):
+class KueueFairVictims(Timeless, Victims):
     """Kueue fair-sharing preemption: reclamation, then S2-a, then S2-b."""
 
     def __init__(self, strategies: list | None = None) -> None:
@@ -179,7 +179,7 @@ class KueueFairVictims(Victims):
 
 
 @register("victims", "kai", source="NVIDIA KAI-Scheduler proportion/reclaimable; docs/fairness")
-class KaiVictims(Victims):
+class KaiVictims(Timeless, Victims):
     """KAI: preempt within the queue by priority; reclaim while within the fair share."""
 
     def __init__(self, multiplier: float = 1.0) -> None:
@@ -223,7 +223,7 @@ class KaiVictims(Victims):
 
 
 @register("victims", "volcano-proportion", source="volcano-sh/volcano actions/reclaim; plugins/proportion")
-class VolcanoProportionVictims(Victims):
+class VolcanoProportionVictims(Timeless, Victims):
     """Volcano reclaim: from queues above their deserved share, lower queue priority first."""
 
     def __init__(self) -> None:
@@ -252,7 +252,7 @@ class VolcanoProportionVictims(Victims):
 
 
 @register("victims", "volcano-capacity", source="volcano-sh/volcano plugins/capacity (preemptive, reclaimable)")
-class VolcanoCapacityVictims(Victims):
+class VolcanoCapacityVictims(Timeless, Victims):
     """Volcano capacity reclaim: within deserved on some resource; victims above deserved."""
 
     def __init__(self) -> None:

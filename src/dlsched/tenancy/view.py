@@ -1,0 +1,104 @@
+"""The admission walk's state as the parts see it (`View`, the `view` of
+dlsched.tenancy.points), the jobs a victim may be taken from (`VictimList`), and view.fits's
+answer kept per (queue, request, priority) until the book changes (`fits_kept`). Used by
+dlsched.tenancy.engine, whose rounds build them.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dlsched.tenancy.book import Book
+
+if TYPE_CHECKING:
+    from dlsched.tenancy.engine import Tenancy
+
+_EPS = 1e-9
+
+
+class View:
+    """The walk's state, as the parts see it (dlsched.tenancy.points)."""
+
+    def __init__(self, engine: Tenancy, book: Book, now: float, capacity: dict, demand: dict, victims: list):
+        self.tree, self.book, self.now, self.capacity, self.demand = engine.tree, book, now, capacity, demand
+        self.ledger, self.params, self._engine = engine.mode.ledger, engine.mode.spec, engine
+        self.entitled: dict[str, float] = {}
+        self.pending: dict[str, object] = {}
+        self.cache: dict = {}
+        self._victims = victims            # (record, leaf, request) of every possible victim
+
+    def leaf_of(self, rec) -> str:
+        return self._engine.leaf_of(rec)
+
+    def request(self, rec) -> dict[str, float]:
+        return self._engine.request(rec)
+
+    def started(self, rec) -> float | None:
+        return self._engine.started.get(rec.job_id, rec.first_start_s)
+
+    def candidates(self, job) -> list[tuple[object, str, dict, str]]:
+        """Running jobs that may be preempted for `job` now: (record, leaf, request, kind), kind
+        `reclaim` (another queue) or `preempt` (its own), minimum runtimes and the
+        non-preemptible class respected."""
+        out = []
+        leaf = self.leaf_of(job)
+        npp = self.params.non_preemptible_priority
+        for rec, vleaf, vreq in self._victims:
+            if (npp is not None and rec.spec.priority >= npp) or not rec.spec.preemptible:
+                continue
+            kind = "preempt" if vleaf == leaf else "reclaim"
+            floor = self.params.preempt_min_runtime_s if kind == "preempt" else self.params.reclaim_min_runtime_s
+            since = self.started(rec)
+            if floor > 0 and since is not None and self.now - since < floor - _EPS:
+                continue
+            out.append((rec, vleaf, vreq, kind))
+        return out
+
+    def fits(self, leaf: str, job, req: dict) -> str:
+        """The whole admission check: "" or why not."""
+        why = self.book.fits(leaf, req)
+        if why:
+            return why
+        npp = self.params.non_preemptible_priority
+        if npp is not None and job.spec.priority >= npp and self.params.non_preemptible_in_quota:
+            b = self.book
+            for r, x in req.items():
+                mine = self._engine.nonpreemptible_use(b, leaf, r)
+                if x > _EPS and mine + x > b.nominal(leaf, r) + _EPS:
+                    return (f"non-preemptible (priority {job.spec.priority} >= {npp}): only within quota; "
+                            f"{leaf} has {b.nominal(leaf, r):g} {r} nominal, {mine:g} used by such jobs")
+        return self._engine.mode.entitlement.admits(self, leaf, job, req)
+
+
+class VictimList:
+    """The jobs a victim may be taken from, listed when first asked (most rounds ask nothing):
+    (record, leaf, request) of each whole running DL job not released or decided in the round."""
+
+    def __init__(self, engine: Tenancy, txn):
+        self.engine, self.txn, self.items = engine, txn, None
+
+    def __iter__(self):
+        if self.items is None:
+            jobs, txn, out = self.engine.sched.jobs, self.txn, []
+            for jid, (leaf, req, g, _) in self.engine._hold.items():
+                rec = jobs[jid]
+                if (rec.spec.kind == "dl" and g > _EPS and not rec.unplaced() and jid not in txn.released
+                        and jid not in txn.decided):
+                    out.append((rec, leaf, req))
+            self.items = out
+        return iter(self.items)
+
+    def drop(self, chosen) -> None:
+        ids = {v.job_id for v in chosen}
+        self.items = [t for t in self if t[0].job_id not in ids]
+
+
+
+def fits_kept(view, memo: dict | None, leaf: str, rec, req: dict) -> str:
+    """view.fits, kept in `memo` (None: not kept) per (leaf, request, priority)."""
+    if memo is None:
+        return view.fits(leaf, rec, req)
+    k = (leaf, tuple(req.items()), rec.spec.priority)
+    why = memo.get(k)
+    if why is None:
+        why = memo[k] = view.fits(leaf, rec, req)
+    return why
