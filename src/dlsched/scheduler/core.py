@@ -126,7 +126,7 @@ class Scheduler(LogWriter, Placing):
         self._goodput = None
         self.round_errors: list[tuple[float, str | None, str]] = []   # (time, job or None, error)
         self._why_box = WhyBox()                  # the last round's "why pending?" (_explain)
-        self._queue_extra: tuple[str, ...] = ()   # queue_order's tail: tenancy's refused jobs
+        self._queue_extra: tuple | None = None    # queue_order's tail: (waiting, tenancy's refused)
         self._tried: set[str] = set()             # jobs the round's queue loop tried (_explain)
         self._skipped: tuple | None = None        # where the loop stopped, nothing fits (_stopped)
         self._refusal = RefusalIndex(profile.gang, self._fits_only)   # what could start (_stopped)
@@ -408,7 +408,7 @@ class Scheduler(LogWriter, Placing):
             action.act(ctx)
         self._explain(queue, txn, head)
         if self.tenancy is not None:
-            self._queue_extra = tuple(r.job_id for r in waiting if r.job_id in self.tenancy.refused)
+            self._queue_extra = (tuple(waiting), self.tenancy.refused)   # (read in queue_order)
             self._walked = txn             # the accounts read its decisions once it is carried out
         self._last_round = (snap.now, _time.perf_counter() - t0, len(queue))
         self.rounds.append(self._last_round)

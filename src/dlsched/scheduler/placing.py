@@ -237,8 +237,9 @@ class Placing:
     def queue_order(self) -> tuple[str, ...]:
         """The last round's queue in the policy's order (and, under a tenancy, the jobs its
         admission refused after them): built when read."""
-        ex = self._why_box.ex
-        return self._queue_extra if ex is None else ex.order() + self._queue_extra
+        ex, extra = self._why_box.ex, self._queue_extra
+        tail = () if extra is None else tuple(r.job_id for r in extra[0] if r.job_id in extra[1])
+        return tail if ex is None else ex.order() + tail
 
     def _refuse(self, rec: JobRecord, ctx: RoundContext) -> tuple[Status, str] | None:
         """`place`'s answer (and its reasons joined), without trying, for a job the free GPUs

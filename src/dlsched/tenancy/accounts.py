@@ -128,9 +128,10 @@ class Accounts:
         if on.any():
             self.idle_within_quota_gpu_s += float((np.maximum(0.0, cap[on] - h[on].sum(axis=1)) * dt[on]).sum())
 
-    def round(self, now: float, view, lanes: dict, decided: set, refused: set) -> None:
+    def round(self, now: float, view, lanes: dict, decided: set, refused: dict) -> None:
         """After a round: the entitlements and demands in force until the next, and how many
-        jobs of each queue wait blocked by quota and by placement."""
+        jobs of each queue wait blocked by quota and by placement (`refused`: how many of each
+        queue's the walk refused)."""
         self.advance(now, self.held, force=True)         # integrate what held until this round
         leaves = self.leaves
         ent, dem = view.entitled, view.demand
@@ -154,7 +155,7 @@ class Accounts:
         flag = False
         for leaf, lane in lanes.items():
             i = self.index[leaf]
-            q = sum(1 for r in lane if r.job_id in refused) if refused else 0
+            q = refused.get(leaf, 0)
             d = sum(1 for r in lane if r.job_id in decided) if decided else 0
             nq[i], npl[i] = q, len(lane) - q - d
             if not flag:

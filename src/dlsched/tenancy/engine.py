@@ -239,6 +239,7 @@ class Tenancy:
                                     for n in (*self.tree.nodes, ROOT)}
         lanes: dict[str, list] = {}
         asked: dict[str, float] = {}
+        kept, gpus = self._gpus, self.gpus       # (self.gpus inlined: once per waiting job)
         for rec in queue:
             leaf = rec.spec.queue or DEFAULT_QUEUE
             lane = lanes.get(leaf)
@@ -246,7 +247,8 @@ class Tenancy:
                 lane = lanes[leaf] = []
                 asked[leaf] = 0.0
             lane.append(rec)
-            asked[leaf] += self.gpus(rec)
+            g = kept.get(rec.job_id)
+            asked[leaf] += g[1] if g is not None and g[0] is rec.tasks else gpus(rec)
         for leaf, g in asked.items():
             for n in book.path(leaf):
                 demand[n] = demand.get(n, 0.0) + g
@@ -256,6 +258,7 @@ class Tenancy:
         view.entitled = self.mode.entitlement.compute(view)
         strict = self.strict
         admitted, self.refused = [], set()
+        self.refused_in = nref = dict.fromkeys(lanes, 0)     # refused per queue (the accounts)
         self.lanes = lanes
         heads = {leaf: 0 for leaf in lanes}
         order, local = self.mode.queue_order, self.mode.queue_order.local
@@ -302,11 +305,15 @@ class Tenancy:
             if why:
                 rec.why = why
                 self.refused.add(rec.job_id)
+                nref[leaf] += 1
                 view.pending.setdefault(leaf, rec)
                 if strict:
-                    for later in lanes[leaf][heads[leaf] + 1:]:
-                        later.why = f"behind {rec.job_id} in queue {leaf} ({why})"
-                        self.refused.add(later.job_id)
+                    tail = lanes[leaf][heads[leaf] + 1:]
+                    behind = f"behind {rec.job_id} in queue {leaf} ({why})"
+                    for later in tail:
+                        later.why = behind
+                    self.refused.update([later.job_id for later in tail])
+                    nref[leaf] += len(tail)
                     del heads[leaf]
                     if rekey:
                         rekey_all()
@@ -371,7 +378,7 @@ class Tenancy:
         """The last round's walk was carried out: its admissions pay their entry penalties, and
         the accounts take its entitlements and each waiting job's kind of wait."""
         if getattr(self, "_view", None) is not None:
-            self.accounts.round(now, self._view, self.lanes, decided, self.refused)
+            self.accounts.round(now, self._view, self.lanes, decided, self.refused_in)
         led = self.mode.ledger
         for leaf, rec in getattr(self, "_penalties", ()):
             if led is not None and rec.placed:
