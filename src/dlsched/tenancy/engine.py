@@ -267,11 +267,13 @@ class Tenancy:
         # and a local order's keys of other leaves then too (only the leaf that admitted moved).
         # Popping the least key is the linear scan over the heads it replaces, in log time.
         heap: list = []
+        key, reqs, request = order.key, self._req, self.request
 
         def push(leaf: str) -> None:
             rec = lanes[leaf][heads[leaf]]
-            req = self.request(rec)
-            heappush(heap, (order.key(view, leaf, rec, req), leaf, rec, req))
+            got = reqs.get(rec.job_id)              # (self.request inlined: once per head)
+            req = got[1] if got is not None and got[0] is rec.tasks else request(rec)
+            heappush(heap, (key(view, leaf, rec, req), leaf, rec, req))
 
         def rekey_all() -> None:
             heap.clear()
@@ -284,10 +286,11 @@ class Tenancy:
         # most of a walk asks the same question of jobs of one shape in a queue over its quota
         # (the answer and its words are the same: view.fits reads the job only so)
         memo: dict | None = {} if getattr(self.mode.entitlement, "admits_by_request", False) else None
+        lends = getattr(self.mode.victims, "reclaim", "any") != "any"     # (_lender_blocks: "" when any)
         while heap:
             _, leaf, rec, req = heappop(heap)
             rekey = False                         # every head's key is to be made again
-            why = self._lender_blocks(view, leaf, req) or fits_kept(view, memo, leaf, rec, req)
+            why = (lends and self._lender_blocks(view, leaf, req)) or fits_kept(view, memo, leaf, rec, req)
             if why:
                 chosen = self.mode.victims.choose(view, rec, leaf, req) if why.startswith(("over", "non-")) else []
                 if chosen and self._feasible(ctx, rec, [v for v, _ in chosen]):

@@ -57,7 +57,7 @@ class KueueOrder(Timeless, QueueOrder):
         pass
 
     def key(self, view, leaf, job, req) -> tuple:
-        return (0 if within_nominal(view, leaf, req) else 1, *_tail(job))
+        return (0 if within_nominal(view, leaf, req) else 1, -job.spec.priority, job.submit_time_s, job.job_id)
 
 
 def drs(view, node: str, leaf: str | None = None, req: dict | None = None) -> float:
