@@ -5,7 +5,7 @@
 Goal (issue "Pollux", Speed): one workload at 1.0x job load in <= 60 s on the 2-core
 development machine (Pollux's own simulator takes up to 30 minutes per workload). Each workload
 runs in a fresh process (import, load, simulate) with the settings of `dlsched experiment
-pollux-fidelity` (dlsched.experiments.pollux_fidelity.POLLUX_CONFIG: the genetic search at
+pollux-fidelity` (dlsched.experiments.pollux_fidelity.POLLUX_CONFIG: Pollux's NSGA-II search at
 population 32 x 20 generations, 60 s rounds, 30 s (re)start cost), seed 0. `--jobs N` runs the
 first N jobs of each workload only (the smoke test's size).
 """
@@ -64,7 +64,7 @@ def main() -> None:
     lines = ["## Pollux's policy on Pollux's workloads (`benchmarks/bench_pollux.py`)", "",
              "Goal: one workload at 1.0x in <= 60 s on the 2-core machine (Pollux's simulator: up to 30 min).", "",
              measured(f"python benchmarks/bench_pollux.py {args}") + ": each workload in a fresh process "
-             "(import + load + simulate), the pollux-fidelity settings (search 32 x 20), seed 0.", "",
+             "(import + load + simulate), the pollux-fidelity settings (NSGA-II search 32 x 20), seed 0.", "",
              "| workload | jobs | rounds | wall (s) | CPU (s) | mean JCT (s) |", "| --- | --- | --- | --- | --- | --- |"]
     lines += [f"| pollux-{d['workload']} | {d['jobs']} | {d['rounds']} | {d['wall_s']:.1f} | {d['cpu_s']:.1f} | "
               f"{d['mean_jct_s']:,.0f} |" for d in rows]

@@ -33,9 +33,9 @@ PUBLISHED = {
                5: 2673.7, 6: 2446.13125, 7: 3616.14375, 8: 2951.90625},
 }
 POLICIES = ("tiresias", "optimus")
-# Pollux itself (docs/policies/pollux.md): its genetic search is sized down from Pollux's
-# population 100 x 100 generations to fit the 2-core budget.
-POLLUX_CONFIG = {"policies": {"pollux": {"params": {"pollux": {"pop_size": 32, "generations": 20}}}}}
+# Pollux itself (docs/policies/pollux.md): Pollux's own search (NSGA-II, pymoo), sized down from
+# Pollux's population 100 x 100 generations to fit the 2-core budget.
+POLLUX_CONFIG = {"policies": {"pollux": {"params": {"pollux": {"pop_size": 32, "generations": 20, "search": "nsga2"}}}}}
 START_DELAY_S = 30.0     # Pollux: rescale_time = 30 on every reallocation, the first included
 RESTART_DELAY_S = 30.0
 # Pollux's Optimus has no early-state discount (seed 001's x0.95 for jobs still being profiled):

@@ -35,7 +35,7 @@ import numpy as np
 
 from dlsched.core.types import GPU, Role
 from dlsched.policies.allocate.optimus_greedy import job_tasks
-from dlsched.policies.allocate import pollux_ga
+from dlsched.policies.allocate import pollux_ga, pollux_nsga
 from dlsched.scheduler.context import JobState
 from dlsched.scheduler.framework import Allocate, register
 
@@ -164,9 +164,13 @@ class PolluxAllocate(Allocate):
     round_state = ("_most", "_restarts", "_prev", "last_value", "_given")
 
     def __init__(self, pop_size: int = 100, generations: int = 100, restart_s: float = 30.0,
-                 max_replicas: int = 64, avoid_interference: bool = True, interference: float = 0.0) -> None:
+                 max_replicas: int = 64, avoid_interference: bool = True, interference: float = 0.0,
+                 search: str = "ga") -> None:
         if pop_size < 2 or generations < 0:
             raise ValueError("pop_size must be >= 2 and generations >= 0")
+        if search not in ("ga", "nsga2"):
+            raise ValueError(f"search must be ga (ours) or nsga2 (Pollux's, pymoo), got {search!r}")
+        self.search = search
         if not 0.0 <= float(interference) < 1.0:
             raise ValueError("interference must be in [0, 1)")
         # Pollux's sensitivity knobs: repair rule (1) on or off (its pollux.py lines 387-390), and
@@ -334,8 +338,10 @@ class PolluxAllocate(Allocate):
                     if k >= 0:
                         seeded[:, j] = prev_pop[:, k]
                 seeds.append(seeded)
-        best, value, pop = pollux_ga.search(problem, np.concatenate(seeds), ctx.rng, self.pop_size,
-                                            self.generations)
+        if self.search == "nsga2" and len(seeds) > 1:
+            seeds = seeds[1:]         # Pollux seeds from the last round's front alone (_adapt_prev_states)
+        run = pollux_ga.search if self.search == "ga" else pollux_nsga.search
+        best, value, pop = run(problem, np.concatenate(seeds), ctx.rng, self.pop_size, self.generations)
         self._prev = (ids, pop)
         self.last_value = value
         for j, r in enumerate(adapt):
