@@ -136,8 +136,7 @@ class Scheduler(LogWriter, Placing):
             tenancy.bind(self)
             self._observers.append(tenancy)
             self._wakers.append(tenancy)
-            # quiet where every part of its mode is (no decayed usage: decisions change with time)
-            self._can_be_quiet = self._can_be_quiet and all(_overrides(p, "quiet_until") for p in tenancy.mode.parts())
+            self._can_be_quiet = self._can_be_quiet and tenancy.can_be_quiet
             self._quiet.append(tenancy)
 
     def check_backend(self, backend) -> None:

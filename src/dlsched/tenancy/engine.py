@@ -239,7 +239,8 @@ class Tenancy:
                                     for n in (*self.tree.nodes, ROOT)}
         lanes: dict[str, list] = {}
         asked: dict[str, float] = {}
-        kept, gpus = self._gpus, self.gpus       # (self.gpus inlined: once per waiting job)
+        kept, gpus = self._gpus, self.gpus       # (self.gpus inlined: once per waiting job;
+        # benchmarks/bench_policies.py --deep --queues 8)
         for rec in queue:
             leaf = rec.spec.queue or DEFAULT_QUEUE
             lane = lanes.get(leaf)
@@ -271,7 +272,7 @@ class Tenancy:
 
         def push(leaf: str) -> None:
             rec = lanes[leaf][heads[leaf]]
-            got = reqs.get(rec.job_id)              # (self.request inlined: once per head)
+            got = reqs.get(rec.job_id)              # (self.request inlined: once per head, as above)
             req = got[1] if got is not None and got[0] is rec.tasks else request(rec)
             heappush(heap, (key(view, leaf, rec, req), leaf, rec, req))
 
@@ -286,7 +287,7 @@ class Tenancy:
         # most of a walk asks the same question of jobs of one shape in a queue over its quota
         # (the answer and its words are the same: view.fits reads the job only so)
         memo: dict | None = {} if getattr(self.mode.entitlement, "admits_by_request", False) else None
-        lends = getattr(self.mode.victims, "reclaim", "any") != "any"     # (_lender_blocks: "" when any)
+        lends = getattr(self.mode.victims, "reclaim", "any") != "any"     # a lender may keep its quota
         while heap:
             _, leaf, rec, req = heappop(heap)
             rekey = False                         # every head's key is to be made again
@@ -348,9 +349,7 @@ class Tenancy:
     def _lender_blocks(self, view, leaf: str, req: dict) -> str:
         """Kueue: capacity lent by a queue whose refused head needs its own quota back and that
         may not reclaim it is not lent in this round."""
-        victims = self.mode.victims
-        policy = getattr(victims, "reclaim", "any")
-        if policy == "any" or not view.pending:
+        if not view.pending:           # (the caller asks only where reclaim is not "any")
             return ""
         from dlsched.tenancy.orders import within_nominal
         if within_nominal(view, leaf, req):
@@ -422,6 +421,13 @@ class Tenancy:
         blocked by quota: a round then (the reclaim refused before may go ahead)."""
         t = self._floor_end(now) if self.refused else math.inf
         return None if t == math.inf else t
+
+    @property
+    def can_be_quiet(self) -> bool:
+        """Only where every part of the mode declares quiet_until (a decayed ledger, the usage
+        and fairtree orders and KAI's fair share move with time: never quiet)."""
+        from dlsched.scheduler.profile import overrides
+        return all(overrides(p, "quiet_until") for p in self.mode.parts())
 
     def quiet_until(self, now: float, running) -> float:
         """(Component.quiet_until; the scheduler asks only where every part of the mode is quiet)

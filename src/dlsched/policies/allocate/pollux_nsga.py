@@ -20,16 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from dlsched.core.errors import ConfigError
-
-
-def available() -> bool:
-    try:
-        import pymoo  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
 
 def utility(problem, states: np.ndarray) -> np.ndarray:
     """Pollux's cluster utility of each state of a (pop, jobs, nodes) array (one resource, GPUs,
@@ -48,8 +38,6 @@ def utility(problem, states: np.ndarray) -> np.ndarray:
 def search(problem, seeds: np.ndarray, rng: np.random.Generator, pop_size: int = 100,
            generations: int = 100) -> tuple[np.ndarray, float, np.ndarray]:
     """(best state, its value, the final front); see the module docstring."""
-    if not available():
-        raise ConfigError("pollux.search", "nsga2 needs pymoo (a dependency of dlsched: pip install -e .)")
     from pymoo.algorithms.moo.nsga2 import NSGA2
     from pymoo.core.crossover import Crossover
     from pymoo.core.mutation import Mutation
