@@ -119,3 +119,22 @@ def test_compaction_keeps_the_order_and_the_book():
     assert list(book.walk(0, False, np.zeros(3000, dtype=bool))) == [(f"j{i}",) for i in range(0, 3000, 3)]
     book.received(("j3",), 0, 50.0)
     assert book.tsf[book.slot[("j3",)], 0] == HALF + 50.0
+
+
+def test_a_block_of_pairs_is_added_as_one_by_one():
+    """ComboBook.add_many (a new job's pairs under packing) leaves the book as `add` in a loop
+    does, growing past its first capacity."""
+    rng = random.Random(3)
+    one, many = ComboBook(TYPES, HALF), ComboBook(TYPES, HALF)
+    for b in (one, many):
+        b.add(("j0",), HALF, [True, True, False], [0])
+    pairs = [(f"j{i}", f"j{i + 1}") for i in range(300)]
+    ok = np.array([[rng.random() < 0.7 for _ in TYPES] for _ in pairs], dtype=bool)
+    mem = np.array([(i, i + 1) for i in range(300)], dtype=np.int64)
+    for c, row, m in zip(pairs, ok, mem):
+        one.add(c, 0.0, list(row), list(m))
+    many.add_many(pairs, 0.0, ok, mem)
+    assert (one.n, one.live, one.combos, one.slot, one.of_job) == (many.n, many.live, many.combos, many.slot,
+                                                                   many.of_job)
+    for name in ("tsf", "dfc", "X", "ok", "alive", "mem"):
+        assert np.array_equal(getattr(one, name)[: one.n], getattr(many, name)[: many.n]), name

@@ -293,7 +293,7 @@ class Tenancy:
             rekey = False                         # every head's key is to be made again
             why = (lends and self._lender_blocks(view, leaf, req)) or fits_kept(view, memo, leaf, rec, req)
             if why:
-                chosen = self.mode.victims.choose(view, rec, leaf, req) if why.startswith(("over", "non-")) else []
+                chosen = self._choose(view, memo, rec, leaf, req) if why.startswith(("over", "non-")) else []
                 if chosen and self._feasible(ctx, rec, [v for v, _ in chosen]):
                     for v, reason in chosen:
                         placements = list(v.placed.values())
@@ -339,6 +339,21 @@ class Tenancy:
         self._penalties = penalties
         self._view = view
         return admitted
+
+    def _choose(self, view, memo: dict | None, rec, leaf: str, req: dict) -> list:
+        """mode.victims.choose, an empty answer kept in `memo` beside view.fits' (a victims part
+        reads the job through its leaf and priority alone, view.candidates; under a deep queue
+        most refused heads of a queue over its quota get no victims: benchmarks/bench_policies.py
+        --deep --queues)."""
+        if memo is None:
+            return self.mode.victims.choose(view, rec, leaf, req)
+        k = ("victims", leaf, tuple(req.items()), rec.spec.priority)
+        if k in memo:
+            return []
+        chosen = self.mode.victims.choose(view, rec, leaf, req)
+        if not chosen:
+            memo[k] = True
+        return chosen
 
     @property
     def strict(self) -> bool:

@@ -75,7 +75,9 @@ class Victims(Component, Protocol):
         """When `job` (the head of `leaf`) is refused by quota: the running jobs to suspend so
         that it is admitted, each with its reason ("reclaim", "fair-share", "within-queue"), or
         [] when this system allows none. The set is minimal (no job in it can be left out)
-        and the engine checks it on the nodes before carrying it out. Pure."""
+        and the engine checks it on the nodes before carrying it out. Pure, and it reads the job
+        through its leaf and priority alone (view.candidates, view.fits): the engine keeps an
+        empty answer per (leaf, request, priority) while the book is unchanged."""
         ...
 
 

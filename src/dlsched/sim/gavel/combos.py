@@ -78,6 +78,36 @@ class ComboBook:
         for j in combo:
             self.of_job.setdefault(j, []).append(s)
 
+    def add_many(self, combos: Sequence[Combo], received: float, runs_on: np.ndarray, members: np.ndarray) -> None:
+        """`add` for many combinations at once, in order: runs_on (len(combos), types), members
+        (len(combos), 2). (One block per arrival: a job's pairs under packing, hundreds at a time
+        on Gavel's continuous sweep; benchmarks/bench_gavel.py, gavel-gandiva.)"""
+        m = len(combos)
+        if not m:
+            return
+        while self.n + m > len(self.alive):
+            self._grow(2 * len(self.alive))
+        s0 = self.n
+        self.n += m
+        self.live += m
+        self.combos.extend(combos)
+        blk = slice(s0, s0 + m)
+        self.tsf[blk] = received
+        self.dfc[blk] = 0.0
+        self.X[blk] = 0.0
+        self.ok[blk] = runs_on
+        self.alive[blk] = True
+        self.mem[blk] = members
+        slot, of_job = self.slot, self.of_job
+        for s, combo in enumerate(combos, s0):
+            slot[combo] = s
+            for j in combo:
+                lst = of_job.get(j)
+                if lst is None:
+                    of_job[j] = [s]
+                else:
+                    lst.append(s)
+
     def remove_job(self, job_id: str) -> None:
         for s in self.of_job.pop(job_id, ()):
             if self.alive[s]:

@@ -108,6 +108,7 @@ class GavelRounds:
             if b.arrival < a.arrival:
                 raise DlschedError(f"job {b.spec.job_id}: arrivals must not decrease (Gavel's traces are in arrival order)")
         self._speed: dict[tuple, tuple[float, ...]] = {}
+        self._pair_ok: dict[tuple, list[bool]] = {}   # (older type, newer type, sf) -> runs on each type, paired
         self._check(self.queue)
         # state of the mechanism (names as in Gavel's Scheduler)
         self.active: dict[str, _Job] = {}
@@ -170,14 +171,24 @@ class GavelRounds:
         half = self.round_s / 2.0
         self.active[jid] = job
         job.v = {t: self.speed((jid,), t)[0] for t in self.order}
-        new = [((jid,), half)]
+        self.book.add((jid,), half, [job.v[t] > 0.0 for t in self.order], [job.idx])
         if self.policy.packing:
+            # every pair with an older job of its scale factor (the older job first, as Gavel
+            # orders ids), whose types are those where both have a pair speed: one row per
+            # pair of job types, the block added at once (ComboBook.add_many)
+            pairs, rows, mem, ok_of = [], [], [], self._pair_ok
             for other in self.active.values():
                 if other is not job and other.sf == job.sf:
-                    new.append(((other.spec.job_id, jid), 0.0))   # the older job first, as Gavel orders ids
-        for c, received in new:
-            self.book.add(c, received, [min(self.speed(c, t)) > 0.0 for t in self.order],
-                          [self.active[j].idx for j in c])
+                    c = (other.spec.job_id, jid)
+                    k = (other.job_type, job.job_type, job.sf)
+                    ok = ok_of.get(k)
+                    if ok is None:
+                        ok = ok_of[k] = [min(self.speed(c, t)) > 0.0 for t in self.order]
+                    pairs.append(c)
+                    rows.append(ok)
+                    mem.append((other.idx, job.idx))
+            if pairs:
+                self.book.add_many(pairs, 0.0, np.array(rows, dtype=bool), np.array(mem, dtype=np.int64))
         if job.idx >= len(self.taken):
             self.taken = np.zeros(2 * job.idx + 1, dtype=bool)
         self.need_update = True
@@ -350,8 +361,28 @@ class GavelRounds:
 
     def _complete(self, c: Combo, t: str, steps: list, fin: float, round_start: float, want) -> None:
         active = self.active
-        members = [active.get(j) for j in c]
         elapsed = fin - round_start
+        if len(c) == 1 and elapsed > 0 and steps[0] > 0:
+            # a job alone that made progress, written out (once per job per round, most of a
+            # round's work under Gavel's rounds; benchmarks/bench_gavel.py): the loop below
+            m = active.get(c[0])
+            if m is None:
+                return
+            m.failures = 0
+            m.done += steps[0]
+            m.rounds += 1
+            m.last_ts = fin
+            types = m.types
+            types[t] = types.get(t, 0.0) + elapsed
+            m.gpu_s += elapsed * m.sf
+            self.book.received(c, self.type_index[t], elapsed)
+            if m.done >= m.total:
+                m.finish = fin
+                self._remove(c[0])
+                if want is not None:
+                    want.discard(c[0])
+            return
+        members = [active.get(j) for j in c]
         if all(m is None for m in members):
             return
         if elapsed <= 0 or any(n <= 0 for m, n in zip(members, steps) if m is not None):
