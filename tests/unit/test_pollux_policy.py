@@ -167,7 +167,8 @@ def test_a_rigid_job_of_cpu_heavy_workers_gets_a_row_it_can_run():
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_nsga2_finds_the_exhaustive_optimum_on_small_cases(seed):
-    """Pollux's own search (pymoo's NSGA-II on the power mean and cluster utility, pollux_nsga):
+    """Pollux's own search (NSGA-II as pymoo runs it, on the power mean and cluster utility,
+    pollux_nsga; tests/unit/test_pollux_moo.py checks it against pymoo's own, step by step):
     its pick, the final front's best on the power mean, is the exhaustive optimum here, a state
     the repair accepts, and the same for the same seed."""
     from dlsched.policies.allocate import pollux_nsga
