@@ -27,7 +27,7 @@ from dlsched.tenancy.accounts import Accounts
 from dlsched.tenancy.book import Book, request_of
 from dlsched.tenancy.modes import Mode
 from dlsched.tenancy.tree import DEFAULT_QUEUE, ROOT, QueueTree, line_of, with_default  # noqa: F401 (with_default: the runtime imports it from here)
-from dlsched.tenancy.view import View, VictimList, fits_kept
+from dlsched.tenancy.view import Shapes, View, VictimList, choose_kept, fits_kept, refuse_rest, refuses_kept
 
 _EPS = 1e-9
 
@@ -71,8 +71,8 @@ class Tenancy:
     def request(self, rec) -> dict[str, float]:
         got = self._req.get(rec.job_id)
         if got is None or got[0] is not rec.tasks:
-            got = (rec.tasks, request_of(rec.spec, rec.tasks, self.resources))
-            self._req[rec.job_id] = got
+            req = request_of(rec.spec, rec.tasks, self.resources)
+            got = self._req[rec.job_id] = (rec.tasks, req, tuple(req.items()))   # (the memo's key: Shapes)
         return got[1]
 
     def never_fits(self, job) -> str:
@@ -241,6 +241,13 @@ class Tenancy:
         asked: dict[str, float] = {}
         kept, gpus = self._gpus, self.gpus       # (self.gpus inlined: once per waiting job;
         # benchmarks/bench_policies.py --deep --queues 8)
+        memo: dict | None = {} if getattr(self.mode.entitlement, "admits_by_request", False) else None
+        lends = getattr(self.mode.victims, "reclaim", "any") != "any"     # a lender may keep its quota
+        strict = self.strict
+        shapes = Shapes() if memo is not None and not lends and not strict else None
+        reqs, request = self._req, self.request
+        if shapes is not None:
+            count, skeys = shapes.count, shapes.keys
         for rec in queue:
             leaf = rec.spec.queue or DEFAULT_QUEUE
             lane = lanes.get(leaf)
@@ -250,6 +257,24 @@ class Tenancy:
             lane.append(rec)
             g = kept.get(rec.job_id)
             asked[leaf] += g[1] if g is not None and g[0] is rec.tasks else gpus(rec)
+            if shapes is not None:                # (Shapes' bookkeeping written out: once per waiting job)
+                got = reqs.get(rec.job_id)
+                if got is None or got[0] is not rec.tasks:
+                    request(rec)
+                    got = reqs[rec.job_id]
+                k = (leaf, got[2], rec.spec.priority)
+                c = count.get(k)
+                if c is None:
+                    count[k] = 1
+                    shapes.rep[k] = rec
+                else:
+                    count[k] = c + 1
+                ks = skeys.get(leaf)
+                if ks is None:
+                    ks = skeys[leaf] = []
+                ks.append(k)
+        if shapes is not None:
+            shapes.start()
         for leaf, g in asked.items():
             for n in book.path(leaf):
                 demand[n] = demand.get(n, 0.0) + g
@@ -257,7 +282,6 @@ class Tenancy:
         if self.mode.ledger is not None:
             self.mode.ledger.capacity = capacity.get("gpu", 0.0)
         view.entitled = self.mode.entitlement.compute(view)
-        strict = self.strict
         admitted, self.refused = [], set()
         self.refused_in = nref = dict.fromkeys(lanes, 0)     # refused per queue (the accounts)
         self.lanes = lanes
@@ -268,7 +292,7 @@ class Tenancy:
         # and a local order's keys of other leaves then too (only the leaf that admitted moved).
         # Popping the least key is the linear scan over the heads it replaces, in log time.
         heap: list = []
-        key, reqs, request = order.key, self._req, self.request
+        key, victims_part = order.key, self.mode.victims
 
         def push(leaf: str) -> None:
             rec = lanes[leaf][heads[leaf]]
@@ -283,17 +307,25 @@ class Tenancy:
 
         rekey_all()
         penalties = []
-        # "" or why not, per (leaf, request, priority), until the book changes: under a deep queue
-        # most of a walk asks the same question of jobs of one shape in a queue over its quota
-        # (the answer and its words are the same: view.fits reads the job only so)
-        memo: dict | None = {} if getattr(self.mode.entitlement, "admits_by_request", False) else None
-        lends = getattr(self.mode.victims, "reclaim", "any") != "any"     # a lender may keep its quota
+        # memo: "" or why not, per (leaf, request, priority), until the book changes: under a
+        # deep queue most of a walk asks the same question of jobs of one shape in a queue over
+        # its quota (the answer and its words are the same: view.fits reads the job only so)
         while heap:
+            if shapes is not None:
+                if shapes.unknown and not shapes.probed:
+                    shapes.probe(lambda k, rep: refuses_kept(victims_part, view, memo, k[0], rep, reqs[rep.job_id][1]))
+                if not shapes.unknown:
+                    refuse_rest(self.refused, view, memo, lanes, shapes.keys, heads, nref)    # every job left is refused
+                    break
             _, leaf, rec, req = heappop(heap)
             rekey = False                         # every head's key is to be made again
+            shape = None
+            if shapes is not None:
+                shape = shapes.keys[leaf][heads[leaf]]
+                shapes.popped(shape)
             why = (lends and self._lender_blocks(view, leaf, req)) or fits_kept(view, memo, leaf, rec, req)
             if why:
-                chosen = self._choose(view, memo, rec, leaf, req) if why.startswith(("over", "non-")) else []
+                chosen = choose_kept(victims_part, view, memo, rec, leaf, req) if why.startswith(("over", "non-")) else []
                 if chosen and self._feasible(ctx, rec, [v for v, _ in chosen]):
                     for v, reason in chosen:
                         placements = list(v.placed.values())
@@ -305,7 +337,12 @@ class Tenancy:
                     rekey = True                  # other leaves' usage changed
                     if memo is not None:
                         memo.clear()
+                    if shapes is not None:
+                        shapes.changed()
+                        shape = None              # (this answer is not the memo's)
                     why = view.fits(leaf, rec, req)
+                elif shape is not None and not chosen:
+                    shapes.refused(shape)
             if why:
                 rec.why = why
                 self.refused.add(rec.job_id)
@@ -327,6 +364,8 @@ class Tenancy:
                 rekey = rekey or not local
                 if memo is not None:
                     memo.clear()
+                if shapes is not None:
+                    shapes.changed()
                 admitted.append(rec)
                 penalties.append((leaf, rec))
             heads[leaf] += 1
@@ -339,21 +378,6 @@ class Tenancy:
         self._penalties = penalties
         self._view = view
         return admitted
-
-    def _choose(self, view, memo: dict | None, rec, leaf: str, req: dict) -> list:
-        """mode.victims.choose, an empty answer kept in `memo` beside view.fits' (a victims part
-        reads the job through its leaf and priority alone, view.candidates; under a deep queue
-        most refused heads of a queue over its quota get no victims: benchmarks/bench_policies.py
-        --deep --queues)."""
-        if memo is None:
-            return self.mode.victims.choose(view, rec, leaf, req)
-        k = ("victims", leaf, tuple(req.items()), rec.spec.priority)
-        if k in memo:
-            return []
-        chosen = self.mode.victims.choose(view, rec, leaf, req)
-        if not chosen:
-            memo[k] = True
-        return chosen
 
     @property
     def strict(self) -> bool:

@@ -1,7 +1,7 @@
 """The admission walk's state as the parts see it (`View`, the `view` of
 dlsched.tenancy.points), the jobs a victim may be taken from (`VictimList`), and view.fits's
-answer kept per (queue, request, priority) until the book changes (`fits_kept`). Used by
-dlsched.tenancy.engine, whose rounds build them.
+answer kept per (queue, request, priority) until the book changes (`fits_kept`, `choose_kept`),
+and the shapes left in a walk (`Shapes`, `refuse_rest`). Used by dlsched.tenancy.engine, whose rounds build them.
 """
 from __future__ import annotations
 
@@ -102,3 +102,96 @@ def fits_kept(view, memo: dict | None, leaf: str, rec, req: dict) -> str:
     if why is None:
         why = memo[k] = view.fits(leaf, rec, req)
     return why
+
+
+def choose_kept(victims, view, memo: dict | None, rec, leaf: str, req: dict) -> list:
+    """victims.choose, an empty answer kept in `memo` beside view.fits' (a victims part reads
+    the job through its leaf and priority alone, view.candidates; under a deep queue most
+    refused heads of a queue over its quota get no victims: benchmarks/bench_policies.py
+    --deep --queues)."""
+    if memo is None:
+        return victims.choose(view, rec, leaf, req)
+    k = ("victims", leaf, tuple(req.items()), rec.spec.priority)
+    if k in memo:
+        return []
+    chosen = victims.choose(view, rec, leaf, req)
+    if not chosen:
+        memo[k] = True
+    return chosen
+
+
+def refuses_kept(victims, view, memo: dict, leaf: str, rec, req: dict) -> bool:
+    """Would the walk refuse `rec` now, from the memo's answers, without victims?"""
+    why = fits_kept(view, memo, leaf, rec, req)
+    return bool(why) and not (why.startswith(("over", "non-")) and choose_kept(victims, view, memo, rec, leaf, req))
+
+
+def refuse_rest(refused: set, view, memo: dict, lanes: dict, keys: dict, heads: dict, nref: dict) -> None:
+    """Every job left in the walk's lanes refused, each with the memo's answer for its shape
+    (`keys`: Shapes.keys; each is known refused, so the book can no longer change)."""
+    for leaf, h in heads.items():
+        rest = lanes[leaf][h:]
+        for r, k in zip(rest, keys[leaf][h:]):
+            r.why = memo[k]
+        refused.update([r.job_id for r in rest])
+        nref[leaf] += len(rest)
+        view.pending.setdefault(leaf, rest[0])
+    heads.clear()
+
+
+class Shapes:
+    """The shapes left in a walk's lanes, and which of them the walk has refused since the book
+    last changed. A shape is the memo's key (queue, request items, priority): view.fits and the
+    victims part read a job only so. A shape is known refused when both answered from the memo
+    (a refusal, no victims). When every shape left is known refused, so is every job left:
+    nothing the rest of the walk asks can change the book, so it is answered at once, in any
+    order (Tenancy.admit). `unknown` counts the shapes left that are not known refused; `rep`
+    holds a job of each shape, so that the walk may ask about a shape before its turn (`probe`:
+    the answers are the book's, which does not change until the walk admits or preempts).
+
+    The walk fills `count` and `rep` while it builds its lanes (`start` then counts them), and
+    `keys` per lane, the shape of each job in the lane's order.
+
+    Why: under a deep queue every round walked every waiting job, most of them of a few shapes
+    in queues over their quota, at about 3.5 us a job (benchmarks/bench_policies.py --deep
+    --queues 8: tiresias on 5,000 jobs)."""
+
+    __slots__ = ("count", "present", "known", "unknown", "rep", "probed", "keys")
+
+    def __init__(self) -> None:
+        self.count: dict[tuple, int] = {}
+        self.rep: dict[tuple, object] = {}
+        self.keys: dict[str, list] = {}
+        self.known: set = set()
+        self.present = self.unknown = 0
+        self.probed = False
+
+    def start(self) -> None:
+        self.present = self.unknown = len(self.count)
+
+    def popped(self, k: tuple) -> None:
+        c = self.count[k] = self.count[k] - 1
+        if c == 0:
+            self.present -= 1
+            if k not in self.known:
+                self.unknown -= 1
+
+    def refused(self, k: tuple) -> None:
+        if k not in self.known:
+            self.known.add(k)
+            if self.count[k] > 0:
+                self.unknown -= 1
+
+    def changed(self) -> None:
+        """The book changed (the memo was cleared): nothing is known refused."""
+        self.known.clear()
+        self.unknown = self.present
+        self.probed = False
+
+    def probe(self, refuses) -> None:
+        """Ask `refuses(shape, rep)` about every shape left that is not known refused (once per
+        book: `probed`)."""
+        self.probed = True
+        for k, rep in self.rep.items():
+            if self.count[k] > 0 and k not in self.known and refuses(k, rep):
+                self.refused(k)
