@@ -50,8 +50,9 @@ three quarters of it is the search; well over half of that is Pollux's operators
 duplicates are refilled), then the survival, evaluation and tournaments.
 
 `search` has pollux_ga.search's signature and returns the final front as the population to seed
-the next round with. Chosen by the allocator's `search: nsga2` (default `ga`: our single
-objective search, docs/policies/pollux.md says what each gives and costs).
+the next round with. The allocator's default (`search: nsga2`, at 32 x 20: decision 0056);
+`search: ga` picks our single objective search (docs/policies/pollux.md says what each gives and
+costs).
 """
 from __future__ import annotations
 
