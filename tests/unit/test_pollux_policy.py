@@ -42,6 +42,20 @@ def test_objective_is_the_harmonic_mean_of_scaled_speedups():
     assert pr.evaluate(starve)[0] < pr.evaluate(base[None])[0]
 
 
+def test_mutation_grows_about_one_job_a_node_as_pollux():
+    """Pollux's mutation step (3) normalises its growth odds over the jobs on each node (its
+    pollux.py prob1, prob2: `sum(axis=1)` of (population, jobs, nodes)): on an empty cluster a
+    node gains about one job's replicas, whatever the number of jobs. Over the nodes instead,
+    each job grew onto about one node, and 8 jobs on 2 nodes made 4 a node."""
+    jobs, nodes, cap = 8, 2, 4
+    speed = _table(jobs, 40, lambda j, k, n: n)
+    pr = Problem(speed, [cap] * nodes, np.zeros((jobs, nodes), dtype=int), [40] * jobs, [1] * jobs, scale=0.25)
+    out = pr.mutate(np.zeros((4000, jobs, nodes), dtype=int), np.random.default_rng(0))
+    per_node = np.count_nonzero(out, axis=1).mean()
+    # a grown element is uniform in 0..cap: about cap / (cap + 1) = 0.8 non-zero a node
+    assert 0.7 < per_node < 0.9, per_node
+
+
 def test_repair_rules():
     rng = np.random.default_rng(0)
     speed = _table(3, 40, lambda j, k, n: n)

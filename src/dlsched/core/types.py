@@ -258,8 +258,9 @@ class Resize:
     placements: tuple[TaskPlacement, ...]
     cost: Any = None
     #: the job's batch size is its own from now on: an object the simulator asks for the job's
-    #: profile (dlsched.sim.adaptive, Pollux); None: the job trains with its submitted batch
-    adapt: Any = None
+    #: profile (dlsched.sim.adaptive, Pollux); None: the job trains with its submitted batch.
+    #: Not part of the decision's equality: it carries the job's model, one object per policy
+    adapt: Any = field(default=None, compare=False)
 
 
 Decision = Launch | Suspend | Resume | Migrate | Resize

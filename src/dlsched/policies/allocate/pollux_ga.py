@@ -104,9 +104,12 @@ class Problem:
         s[rng.random(s.shape) < prob[:, :, None]] = 0
         free = self.capacity[None, :] - s.sum(axis=1)                    # (pop, nodes)
         fits = np.broadcast_to((free >= 1)[:, None, :], s.shape)
-        p1 = fits / np.maximum(fits.sum(axis=2, keepdims=True), 1)
+        # normalised over the jobs (axis 1), as Pollux's prob1 and prob2 (its pollux.py lines
+        # 368 and 370): a node with room grows about one job; over the nodes instead, every job
+        # grew onto about one more node (until 2026-12-02: decision 0057)
+        p1 = fits / np.maximum(fits.sum(axis=1, keepdims=True), 1)
         held = (s > 0) & fits
-        p2 = held / np.maximum(held.sum(axis=2, keepdims=True), 1)
+        p2 = held / np.maximum(held.sum(axis=1, keepdims=True), 1)
         grow = rng.random(s.shape) < p1 + p2 - p1 * p2                   # raise some elements
         hi = self.capacity[None, None, :] + 1
         new = s + np.floor(rng.random(s.shape) * np.maximum(hi - s, 1)).astype(np.int64)
