@@ -35,11 +35,13 @@ _SETTLED = (JobState.DONE, JobState.HELD, JobState.REJECTED)   # not in the queu
 class WhyBox:
     """One scheduler's last round's explanation (placing.Explained), shared by its records: a
     new round replaces `ex`, and no record is touched (a deep queue's round would otherwise cost
-    a write per waiting job)."""
-    __slots__ = ("ex",)
+    a write per waiting job). `rest`: the last admission walk's refusals answered at once
+    (dlsched.tenancy.view.RestWhy), likewise read when asked."""
+    __slots__ = ("ex", "rest")
 
     def __init__(self) -> None:
         self.ex = None
+        self.rest = None
 
 
 @dataclass(eq=False, slots=True)
@@ -78,11 +80,19 @@ class JobRecord:
     def why(self) -> str:
         """Why the last round left it waiting ("why pending?"): the placement's reason for a job
         the round tried, "" for one it decided, the round's word for the others of its queue
-        (dlsched.scheduler.placing.Explained), else the reason last set (tenancy's refusals)."""
+        (dlsched.scheduler.placing.Explained), the admission walk's for the jobs it refused at
+        once (dlsched.tenancy.view.RestWhy), else the reason last set (tenancy's refusals)."""
         box = self._box
-        ex = None if box is None else box.ex
+        if box is None:
+            return self._why
+        ex = box.ex
         if ex is not None:
             r = ex.reason(self.job_id)
+            if r is not None:
+                return r
+        rest = box.rest
+        if rest is not None:
+            r = rest.reason(self.job_id)
             if r is not None:
                 return r
         return self._why

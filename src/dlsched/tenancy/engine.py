@@ -17,8 +17,6 @@ from __future__ import annotations
 import math
 from heapq import heappop, heappush
 
-import numpy as np
-
 from dlsched.core.errors import ConfigError
 from dlsched.core.types import CPU, GPU, MEM, Launch, Migrate, Resize, Resume
 from dlsched.scheduler import events as ev
@@ -27,7 +25,8 @@ from dlsched.tenancy.accounts import Accounts
 from dlsched.tenancy.book import Book, request_of
 from dlsched.tenancy.modes import Mode
 from dlsched.tenancy.tree import DEFAULT_QUEUE, ROOT, QueueTree, line_of, with_default  # noqa: F401 (with_default: the runtime imports it from here)
-from dlsched.tenancy.view import Shapes, View, VictimList, choose_kept, fits_kept, refuse_rest, refuses_kept
+from dlsched.tenancy.view import (Shapes, View, VictimList, build_lanes, choose_kept, feasible, fits_kept,
+                                  refuse_rest, refuses_kept)
 
 _EPS = 1e-9
 
@@ -51,6 +50,9 @@ class Tenancy:
         self.started: dict[str, float] = {}          # job -> its last launch / resume / move
         self._req: dict[str, tuple] = {}
         self._gpus: dict[str, tuple] = {}
+        self._lane: dict[str, tuple] = {}               # job -> what the walk reads of it (_lane_of)
+        self._sid: dict[tuple, int] = {}                # shape -> its number, and back (_by_sid)
+        self._by_sid: list[tuple] = []
         self._hold: dict[str, tuple] = {}               # job -> (leaf, request, GPUs held, user)
         self._leaf_use: dict[str, dict[str, float]] = {}   # leaf -> its holders' requests, summed
         self._held: dict[str, float] = {}               # "queue:<leaf>" / "user:<name>" -> GPUs held
@@ -101,6 +103,20 @@ class Tenancy:
                 return (f"field 'queue': the job asks {x:g} {unit(r)} at once; queue {n}'s {what} is {cap:g}"
                         + ("" if n == leaf else f" (an ancestor of {leaf})"))
         return ""
+
+    def _lane_of(self, rec) -> tuple:
+        """(tasks, spec, leaf, GPUs asked, shape, record, shape number) of a waiting job, kept
+        while its tasks are the same object: the admission walk reads them of every waiting job
+        every round (view.build_lanes). The shape is Shapes' key (leaf, request items, priority)."""
+        leaf = rec.spec.queue or DEFAULT_QUEUE
+        self.request(rec)
+        k = (leaf, self._req[rec.job_id][2], rec.spec.priority)
+        sid = self._sid.get(k)
+        if sid is None:
+            sid = self._sid[k] = len(self._by_sid)
+            self._by_sid.append(k)
+        a = self._lane[rec.job_id] = (rec.tasks, rec.spec, leaf, self.gpus(rec), k, rec, sid)
+        return a
 
     def gpus(self, rec) -> float:
         """The GPUs a job asks for (all its tasks; kept per job)."""
@@ -237,44 +253,12 @@ class Tenancy:
         book, victims = self._book(ctx, capacity)
         demand: dict[str, float] = {n: book.usage[n].get("gpu", 0.0) if "gpu" in book.resources else 0.0
                                     for n in (*self.tree.nodes, ROOT)}
-        lanes: dict[str, list] = {}
-        asked: dict[str, float] = {}
-        kept, gpus = self._gpus, self.gpus       # (self.gpus inlined: once per waiting job;
-        # benchmarks/bench_policies.py --deep --queues 8)
         memo: dict | None = {} if getattr(self.mode.entitlement, "admits_by_request", False) else None
         lends = getattr(self.mode.victims, "reclaim", "any") != "any"     # a lender may keep its quota
         strict = self.strict
         shapes = Shapes() if memo is not None and not lends and not strict else None
         reqs, request = self._req, self.request
-        if shapes is not None:
-            count, skeys = shapes.count, shapes.keys
-        for rec in queue:
-            leaf = rec.spec.queue or DEFAULT_QUEUE
-            lane = lanes.get(leaf)
-            if lane is None:
-                lane = lanes[leaf] = []
-                asked[leaf] = 0.0
-            lane.append(rec)
-            g = kept.get(rec.job_id)
-            asked[leaf] += g[1] if g is not None and g[0] is rec.tasks else gpus(rec)
-            if shapes is not None:                # (Shapes' bookkeeping written out: once per waiting job)
-                got = reqs.get(rec.job_id)
-                if got is None or got[0] is not rec.tasks:
-                    request(rec)
-                    got = reqs[rec.job_id]
-                k = (leaf, got[2], rec.spec.priority)
-                c = count.get(k)
-                if c is None:
-                    count[k] = 1
-                    shapes.rep[k] = rec
-                else:
-                    count[k] = c + 1
-                ks = skeys.get(leaf)
-                if ks is None:
-                    ks = skeys[leaf] = []
-                ks.append(k)
-        if shapes is not None:
-            shapes.start()
+        lanes, asked = build_lanes(queue, self._lane, self._lane_of, shapes, self._by_sid)
         for leaf, g in asked.items():
             for n in book.path(leaf):
                 demand[n] = demand.get(n, 0.0) + g
@@ -283,6 +267,9 @@ class Tenancy:
             self.mode.ledger.capacity = capacity.get("gpu", 0.0)
         view.entitled = self.mode.entitlement.compute(view)
         admitted, self.refused = [], set()
+        box = getattr(self.sched, "_why_box", None)
+        if box is not None:
+            box.rest = None          # the last walk's reasons give way to this one's
         self.refused_in = nref = dict.fromkeys(lanes, 0)     # refused per queue (the accounts)
         self.lanes = lanes
         heads = {leaf: 0 for leaf in lanes}
@@ -315,7 +302,9 @@ class Tenancy:
                 if shapes.unknown and not shapes.probed:
                     shapes.probe(lambda k, rep: refuses_kept(victims_part, view, memo, k[0], rep, reqs[rep.job_id][1]))
                 if not shapes.unknown:
-                    refuse_rest(self.refused, view, memo, lanes, shapes.keys, heads, nref)    # every job left is refused
+                    rest = refuse_rest(self.refused, view, memo, lanes, shapes.keys, heads, nref)  # every job left
+                    if box is not None:
+                        box.rest = rest      # (their reasons, read when asked: JobRecord.why)
                     break
             _, leaf, rec, req = heappop(heap)
             rekey = False                         # every head's key is to be made again
@@ -323,10 +312,11 @@ class Tenancy:
             if shapes is not None:
                 shape = shapes.keys[leaf][heads[leaf]]
                 shapes.popped(shape)
-            why = (lends and self._lender_blocks(view, leaf, req)) or fits_kept(view, memo, leaf, rec, req)
-            if why:
+            if shape is not None and shape in shapes.known:
+                why = memo[shape]                 # known refused, no victims (the memo's key is the shape)
+            elif why := (lends and self._lender_blocks(view, leaf, req)) or fits_kept(view, memo, leaf, rec, req):
                 chosen = choose_kept(victims_part, view, memo, rec, leaf, req) if why.startswith(("over", "non-")) else []
-                if chosen and self._feasible(ctx, rec, [v for v, _ in chosen]):
+                if chosen and feasible(ctx, rec, [v for v, _ in chosen]):
                     for v, reason in chosen:
                         placements = list(v.placed.values())
                         ctx.txn.release(v.job_id, placements, [v.tasks[tp.task].demand for tp in placements],
@@ -402,18 +392,6 @@ class Tenancy:
                         f"may need it back ({other} may not reclaim)")
         return ""
 
-    def _feasible(self, ctx, job, victims) -> bool:
-        trial = ctx.txn.fork()
-        for v in victims:
-            placements = list(v.placed.values())
-            trial.release(v.job_id, placements, [v.tasks[tp.task].vector for tp in placements])
-        for task in job.unplaced():
-            ok = ctx.feasible(job.spec, task, trial.free)
-            if not ok.any():
-                return False
-            trial.reserve(job.job_id, task, int(np.argmax(ok)))
-        return True
-
     # -- outside rounds ------------------------------------------------------------------------
     def committed(self, now: float, decided: set) -> None:
         """The last round's walk was carried out: its admissions pay their entry penalties, and
@@ -438,6 +416,7 @@ class Tenancy:
                 self.started.pop(e.job_id, None)
                 self._req.pop(e.job_id, None)
                 self._gpus.pop(e.job_id, None)
+                self._lane.pop(e.job_id, None)
         jobs = self.sched.jobs
         if applied is not None:
             for d in applied.decisions:

@@ -5,7 +5,12 @@ and the shapes left in a walk (`Shapes`, `refuse_rest`). Used by dlsched.tenancy
 """
 from __future__ import annotations
 
+from collections import Counter, defaultdict
+from functools import reduce
+from operator import add, attrgetter, is_, itemgetter
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from dlsched.tenancy.book import Book
 
@@ -93,6 +98,21 @@ class VictimList:
 
 
 
+def feasible(ctx, job, victims) -> bool:
+    """Would `job` be placed with `victims` released (a trial on a fork of the round's
+    transaction)?"""
+    trial = ctx.txn.fork()
+    for v in victims:
+        placements = list(v.placed.values())
+        trial.release(v.job_id, placements, [v.tasks[tp.task].vector for tp in placements])
+    for task in job.unplaced():
+        ok = ctx.feasible(job.spec, task, trial.free)
+        if not ok.any():
+            return False
+        trial.reserve(job.job_id, task, int(np.argmax(ok)))
+    return True
+
+
 def fits_kept(view, memo: dict | None, leaf: str, rec, req: dict) -> str:
     """view.fits, kept in `memo` (None: not kept) per (leaf, request, priority)."""
     if memo is None:
@@ -126,17 +146,77 @@ def refuses_kept(victims, view, memo: dict, leaf: str, rec, req: dict) -> bool:
     return bool(why) and not (why.startswith(("over", "non-")) and choose_kept(victims, view, memo, rec, leaf, req))
 
 
-def refuse_rest(refused: set, view, memo: dict, lanes: dict, keys: dict, heads: dict, nref: dict) -> None:
+def refuse_rest(refused: set, view, memo: dict, lanes: dict, keys: dict, heads: dict, nref: dict) -> "RestWhy":
     """Every job left in the walk's lanes refused, each with the memo's answer for its shape
-    (`keys`: Shapes.keys; each is known refused, so the book can no longer change)."""
+    (`keys`: Shapes.keys; each is known refused, so the book can no longer change). The answers
+    are returned as a RestWhy, read when asked, not written into each record."""
+    segments = []
     for leaf, h in heads.items():
         rest = lanes[leaf][h:]
-        for r, k in zip(rest, keys[leaf][h:]):
-            r.why = memo[k]
-        refused.update([r.job_id for r in rest])
+        segments.append((rest, keys[leaf][h:]))
+        refused.update(map(_JOB_ID, rest))
         nref[leaf] += len(rest)
         view.pending.setdefault(leaf, rest[0])
     heads.clear()
+    return RestWhy(memo, segments)
+
+
+_JOB_ID = attrgetter("job_id")
+_TASKS = attrgetter("tasks")
+_AT0, _LEAF, _GPUS, _SHAPE, _REC, _SID = (itemgetter(i) for i in (0, 2, 3, 4, 5, 6))
+
+
+def build_lanes(queue: list, info: dict, lane_of, shapes: Shapes | None, by_sid: list) -> tuple[dict, dict]:
+    """The walk's lanes (each leaf's waiting jobs, in the queue's order; leaves in the order
+    first met) and the GPUs each asks in all; with `shapes`, their keys per lane, counts and a
+    job of each (then `start`). `info`: job -> (tasks, spec, leaf, GPUs, shape, record, shape
+    number), kept while its tasks are the same object (a record's spec is never replaced);
+    `lane_of` makes an entry; `by_sid`: shape number -> shape.
+
+    Why: this is once per waiting job every round. Looked up and checked in C (map, `is`),
+    counted by shape number (a small int hashes in no time; a shape tuple's hash is not kept),
+    and summed by reduce (the same additions in the same order as a loop), it leaves one Python
+    step a job, the append to its lane (benchmarks/bench_policies.py --deep --queues 8)."""
+    infos = list(map(info.get, map(_JOB_ID, queue)))
+    if None in infos or not all(map(is_, map(_TASKS, queue), map(_AT0, infos))):
+        infos = [a if a is not None and a[0] is r.tasks else lane_of(r) for r, a in zip(queue, infos)]
+    by_leaf: dict = defaultdict(list)
+    for a in infos:
+        by_leaf[a[2]].append(a)
+    lanes, asked = {}, {}
+    for leaf, got in by_leaf.items():
+        lane = lanes[leaf] = list(map(_REC, got))
+        asked[leaf] = reduce(add, map(_GPUS, got), 0.0)
+        if shapes is not None:
+            shapes.keys[leaf] = list(map(_SHAPE, got))
+            sids = list(map(_SID, got))
+            firsts = dict(zip(reversed(sids), reversed(lane)))     # the first job of each shape
+            for sid, c in Counter(sids).items():
+                k = by_sid[sid]
+                shapes.count[k] = c
+                shapes.rep[k] = firsts[sid]
+    if shapes is not None:
+        shapes.start()
+    return lanes, asked
+
+
+class RestWhy:
+    """Why each job that refuse_rest refused waits: its shape's answer in the walk's memo, found
+    when first asked (JobRecord.why reads it through the scheduler's WhyBox until the next walk).
+    Why: writing the answer into every record left was a fifth of a deep-queue run under 8
+    queues (benchmarks/bench_policies.py --deep --queues 8: tiresias on 5,000 jobs)."""
+
+    __slots__ = ("memo", "segments", "_by_job")
+
+    def __init__(self, memo: dict, segments: list) -> None:
+        self.memo, self.segments, self._by_job = memo, segments, None
+
+    def reason(self, job_id: str) -> str | None:
+        by = self._by_job
+        if by is None:
+            memo = self.memo
+            by = self._by_job = {r.job_id: memo[k] for rest, ks in self.segments for r, k in zip(rest, ks)}
+        return by.get(job_id)
 
 
 class Shapes:
