@@ -16,10 +16,14 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from itertools import chain
+from operator import attrgetter
 
 
 def _key(rec):
     return rec.key
+
+
+_PLACED = attrgetter("placed")
 
 
 class KeptOrder:
@@ -56,7 +60,7 @@ class KeptOrder:
         keyed now (key + (submit_time_s, job_id), as the round keys them), the others as kept."""
         key = self.order.key
         s, kept = self.sorted, self.kept
-        moved = [r for r in s if r.placed]       # a partial gang attains service as it waits
+        moved = list(filter(_PLACED, s))          # a partial gang attains service as it waits (C: once a waiting job)
         for r in moved:
             self._drop(r)
         for r in chain(self.new.values(), moved):

@@ -300,7 +300,7 @@ class Tenancy:
         while heap:
             if shapes is not None:
                 if shapes.unknown and not shapes.probed:
-                    shapes.probe(lambda k, rep: refuses_kept(victims_part, view, memo, k[0], rep, reqs[rep.job_id][1]))
+                    shapes.probe(lambda k, rep: refuses_kept(victims_part, view, memo, k, rep, reqs[rep.job_id][1]))
                 if not shapes.unknown:
                     rest = refuse_rest(self.refused, view, memo, lanes, shapes.keys, heads, nref)  # every job left
                     if box is not None:

@@ -140,10 +140,23 @@ def choose_kept(victims, view, memo: dict | None, rec, leaf: str, req: dict) -> 
     return chosen
 
 
-def refuses_kept(victims, view, memo: dict, leaf: str, rec, req: dict) -> bool:
-    """Would the walk refuse `rec` now, from the memo's answers, without victims?"""
-    why = fits_kept(view, memo, leaf, rec, req)
-    return bool(why) and not (why.startswith(("over", "non-")) and choose_kept(victims, view, memo, rec, leaf, req))
+def refuses_kept(victims, view, memo: dict, k: tuple, rec, req: dict) -> bool:
+    """Would the walk refuse `rec`, of shape `k`, now, without victims? fits_kept and
+    choose_kept on the memo's keys made from the shape (the same keys, not made again)."""
+    why = memo.get(k)
+    if why is None:
+        why = memo[k] = view.fits(k[0], rec, req)
+    if not why:
+        return False
+    if not why.startswith(("over", "non-")):
+        return True
+    vk = ("victims",) + k
+    if vk in memo:
+        return True
+    if victims.choose(view, rec, k[0], req):
+        return False
+    memo[vk] = True
+    return True
 
 
 def refuse_rest(refused: set, view, memo: dict, lanes: dict, keys: dict, heads: dict, nref: dict) -> "RestWhy":
@@ -178,8 +191,16 @@ def build_lanes(queue: list, info: dict, lane_of, shapes: Shapes | None, by_sid:
     and summed by reduce (the same additions in the same order as a loop), it leaves one Python
     step a job, the append to its lane (benchmarks/bench_policies.py --deep --queues 8)."""
     infos = list(map(info.get, map(_JOB_ID, queue)))
-    if None in infos or not all(map(is_, map(_TASKS, queue), map(_AT0, infos))):
-        infos = [a if a is not None and a[0] is r.tasks else lane_of(r) for r, a in zip(queue, infos)]
+    if None in infos:                    # jobs new to the walk: made where they are
+        try:
+            i = infos.index(None)
+            while True:
+                infos[i] = lane_of(queue[i])
+                i = infos.index(None, i + 1)
+        except ValueError:
+            pass
+    if not all(map(is_, map(_TASKS, queue), map(_AT0, infos))):
+        infos = [a if a[0] is r.tasks else lane_of(r) for r, a in zip(queue, infos)]
     by_leaf: dict = defaultdict(list)
     for a in infos:
         by_leaf[a[2]].append(a)
