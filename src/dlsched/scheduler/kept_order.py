@@ -60,7 +60,7 @@ class KeptOrder:
         keyed now (key + (submit_time_s, job_id), as the round keys them), the others as kept."""
         key = self.order.key
         s, kept = self.sorted, self.kept
-        moved = list(filter(_PLACED, s))          # a partial gang attains service as it waits (C: once a waiting job)
+        moved = list(filter(_PLACED, s))          # a partial gang attains service as it waits
         for r in moved:
             self._drop(r)
         for r in chain(self.new.values(), moved):

@@ -105,7 +105,7 @@ class Tenancy:
         return ""
 
     def _lane_of(self, rec) -> tuple:
-        """(tasks, spec, leaf, GPUs asked, shape, record, shape number) of a waiting job, kept
+        """(tasks, leaf, GPUs asked, shape, record, shape number) of a waiting job, kept
         while its tasks are the same object: the admission walk reads them of every waiting job
         every round (view.build_lanes). The shape is Shapes' key (leaf, request items, priority)."""
         leaf = rec.spec.queue or DEFAULT_QUEUE
@@ -115,7 +115,7 @@ class Tenancy:
         if sid is None:
             sid = self._sid[k] = len(self._by_sid)
             self._by_sid.append(k)
-        a = self._lane[rec.job_id] = (rec.tasks, rec.spec, leaf, self.gpus(rec), k, rec, sid)
+        a = self._lane[rec.job_id] = (rec.tasks, leaf, self.gpus(rec), k, rec, sid)
         return a
 
     def gpus(self, rec) -> float:
@@ -314,8 +314,8 @@ class Tenancy:
                 shapes.popped(shape)
             if shape is not None and shape in shapes.known:
                 why = memo[shape]                 # known refused, no victims (the memo's key is the shape)
-            elif why := (lends and self._lender_blocks(view, leaf, req)) or fits_kept(view, memo, leaf, rec, req):
-                chosen = choose_kept(victims_part, view, memo, rec, leaf, req) if why.startswith(("over", "non-")) else []
+            elif why := (lends and self._lender_blocks(view, leaf, req)) or fits_kept(view, memo, leaf, rec, req, shape):
+                chosen = choose_kept(victims_part, view, memo, rec, leaf, req, shape) if why.startswith(("over", "non-")) else []
                 if chosen and feasible(ctx, rec, [v for v, _ in chosen]):
                     for v, reason in chosen:
                         placements = list(v.placed.values())

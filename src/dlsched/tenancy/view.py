@@ -1,12 +1,14 @@
 """The admission walk's state as the parts see it (`View`, the `view` of
 dlsched.tenancy.points), the jobs a victim may be taken from (`VictimList`), and view.fits's
 answer kept per (queue, request, priority) until the book changes (`fits_kept`, `choose_kept`),
-and the shapes left in a walk (`Shapes`, `refuse_rest`). Used by dlsched.tenancy.engine, whose rounds build them.
+the walk's lanes (`build_lanes`), and the shapes left in a walk (`Shapes`, `refuse_rest`, whose
+reasons a `RestWhy` gives when asked). Used by dlsched.tenancy.engine, whose rounds build them.
 """
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from functools import reduce
+from itertools import compress, count, repeat
 from operator import add, attrgetter, is_, itemgetter
 from typing import TYPE_CHECKING
 
@@ -113,25 +115,27 @@ def feasible(ctx, job, victims) -> bool:
     return True
 
 
-def fits_kept(view, memo: dict | None, leaf: str, rec, req: dict) -> str:
-    """view.fits, kept in `memo` (None: not kept) per (leaf, request, priority)."""
+def fits_kept(view, memo: dict | None, leaf: str, rec, req: dict, k: tuple | None = None) -> str:
+    """view.fits, kept in `memo` (None: not kept) per (leaf, request, priority): the job's shape,
+    `k` when the caller has it."""
     if memo is None:
         return view.fits(leaf, rec, req)
-    k = (leaf, tuple(req.items()), rec.spec.priority)
+    if k is None:
+        k = (leaf, tuple(req.items()), rec.spec.priority)
     why = memo.get(k)
     if why is None:
         why = memo[k] = view.fits(leaf, rec, req)
     return why
 
 
-def choose_kept(victims, view, memo: dict | None, rec, leaf: str, req: dict) -> list:
+def choose_kept(victims, view, memo: dict | None, rec, leaf: str, req: dict, k: tuple | None = None) -> list:
     """victims.choose, an empty answer kept in `memo` beside view.fits' (a victims part reads
     the job through its leaf and priority alone, view.candidates; under a deep queue most
     refused heads of a queue over its quota get no victims: benchmarks/bench_policies.py
-    --deep --queues)."""
+    --deep --queues). `k`: the job's shape, when the caller has it."""
     if memo is None:
         return victims.choose(view, rec, leaf, req)
-    k = ("victims", leaf, tuple(req.items()), rec.spec.priority)
+    k = ("victims",) + (k if k is not None else (leaf, tuple(req.items()), rec.spec.priority))
     if k in memo:
         return []
     chosen = victims.choose(view, rec, leaf, req)
@@ -141,22 +145,9 @@ def choose_kept(victims, view, memo: dict | None, rec, leaf: str, req: dict) -> 
 
 
 def refuses_kept(victims, view, memo: dict, k: tuple, rec, req: dict) -> bool:
-    """Would the walk refuse `rec`, of shape `k`, now, without victims? fits_kept and
-    choose_kept on the memo's keys made from the shape (the same keys, not made again)."""
-    why = memo.get(k)
-    if why is None:
-        why = memo[k] = view.fits(k[0], rec, req)
-    if not why:
-        return False
-    if not why.startswith(("over", "non-")):
-        return True
-    vk = ("victims",) + k
-    if vk in memo:
-        return True
-    if victims.choose(view, rec, k[0], req):
-        return False
-    memo[vk] = True
-    return True
+    """Would the walk refuse `rec`, of shape `k`, now, without victims?"""
+    why = fits_kept(view, memo, k[0], rec, req, k)
+    return bool(why) and not (why.startswith(("over", "non-")) and choose_kept(victims, view, memo, rec, k[0], req, k))
 
 
 def refuse_rest(refused: set, view, memo: dict, lanes: dict, keys: dict, heads: dict, nref: dict) -> "RestWhy":
@@ -176,15 +167,15 @@ def refuse_rest(refused: set, view, memo: dict, lanes: dict, keys: dict, heads: 
 
 _JOB_ID = attrgetter("job_id")
 _TASKS = attrgetter("tasks")
-_AT0, _LEAF, _GPUS, _SHAPE, _REC, _SID = (itemgetter(i) for i in (0, 2, 3, 4, 5, 6))
+_AT0, _GPUS, _SHAPE, _REC, _SID = (itemgetter(i) for i in (0, 2, 3, 4, 5))
 
 
 def build_lanes(queue: list, info: dict, lane_of, shapes: Shapes | None, by_sid: list) -> tuple[dict, dict]:
     """The walk's lanes (each leaf's waiting jobs, in the queue's order; leaves in the order
     first met) and the GPUs each asks in all; with `shapes`, their keys per lane, counts and a
-    job of each (then `start`). `info`: job -> (tasks, spec, leaf, GPUs, shape, record, shape
-    number), kept while its tasks are the same object (a record's spec is never replaced);
-    `lane_of` makes an entry; `by_sid`: shape number -> shape.
+    job of each (then `start`). `info`: job -> (tasks, leaf, GPUs, shape, record, shape number),
+    kept while its tasks are the same object (a record's spec is never replaced); `lane_of`
+    makes an entry; `by_sid`: shape number -> shape.
 
     Why: this is once per waiting job every round. Looked up and checked in C (map, `is`),
     counted by shape number (a small int hashes in no time; a shape tuple's hash is not kept),
@@ -192,18 +183,13 @@ def build_lanes(queue: list, info: dict, lane_of, shapes: Shapes | None, by_sid:
     step a job, the append to its lane (benchmarks/bench_policies.py --deep --queues 8)."""
     infos = list(map(info.get, map(_JOB_ID, queue)))
     if None in infos:                    # jobs new to the walk: made where they are
-        try:
-            i = infos.index(None)
-            while True:
-                infos[i] = lane_of(queue[i])
-                i = infos.index(None, i + 1)
-        except ValueError:
-            pass
+        for i in list(compress(count(), map(is_, infos, repeat(None)))):
+            infos[i] = lane_of(queue[i])
     if not all(map(is_, map(_TASKS, queue), map(_AT0, infos))):
         infos = [a if a[0] is r.tasks else lane_of(r) for r, a in zip(queue, infos)]
     by_leaf: dict = defaultdict(list)
     for a in infos:
-        by_leaf[a[2]].append(a)
+        by_leaf[a[1]].append(a)
     lanes, asked = {}, {}
     for leaf, got in by_leaf.items():
         lane = lanes[leaf] = list(map(_REC, got))
