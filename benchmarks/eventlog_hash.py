@@ -58,7 +58,10 @@ def main(argv=None) -> int:
     ap.add_argument("--compare", nargs=2, metavar=("A", "B"))
     a = ap.parse_args(argv)
     if a.compare:
-        x, y = (json.loads(Path(f).read_text()) for f in a.compare)
+        try:
+            x, y = (json.loads(Path(f).read_text()) for f in a.compare)
+        except (OSError, ValueError) as e:       # (one line for a file that is not an --out file)
+            ap.exit(2, f"eventlog_hash.py: --compare: {e}\n")
         bad = 0
         for case in sorted(set(x) & set(y)):
             diff = [k for k in x[case] if k != "cpu_s" and x[case][k] != y[case].get(k)]

@@ -223,6 +223,26 @@ def test_bag_of_tasks_records_do_not_share_their_finished_tasks():
     assert len({id(r.done_tasks) for r in recs}) == len(recs)
 
 
+@pytest.mark.parametrize("policy", ["tiresias", "srtf", "fifo-backfill"])
+def test_finished_records_keep_no_caches(policy):
+    """A finished job's record keeps none of the caches a waiting or running one fills (its
+    need, the GPUs it holds, its order key): at 1M jobs each was 60-100 MB of the peak
+    (benchmarks/bench_scale.py --million). held_gpus is read as the job finishes, so its cache
+    must go after that read."""
+    from dlsched.cluster.topology import load_cluster
+    from dlsched.scheduler.context import JobState
+    from dlsched.scheduler.core import Scheduler, build_profile
+    from dlsched.sim.backend import SimBackend
+
+    b = SimBackend(load_cluster("seed002"), load_workload("sample"))
+    s = Scheduler(build_profile(policy, {}))
+    s.run(b)
+    done = [r for r in s.jobs.values() if r.state is JobState.DONE]
+    assert done and len(done) == len(s.jobs)
+    assert [r.job_id for r in done if r._held is not None or r._need is not None or r.key != ()] == []
+    assert all(r.held_gpus() == 0.0 and r._held is None for r in done)
+
+
 def test_stats_block_reads_back_values_of_the_same_type():
     """of_stats keeps the dicts with the first one's keys in typed columns: every value reads
     back equal and of the same type, whatever mix a column turns out to hold."""

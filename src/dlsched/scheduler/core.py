@@ -261,6 +261,7 @@ class Scheduler(LogWriter, Placing):
             self.running.pop(rec.job_id, None)
             self._remove_from_queue(rec)
             rec.key = ()                      # (a done job is never keyed again: 56 B of each)
+            rec._need = None                  # (nor asked its need: 88 B of each; bench_scale.py --million)
             self._log(e.time, "finish", rec.job_id, "")
             self._dirty = True
         elif isinstance(e, ev.JobStopped):
@@ -352,10 +353,14 @@ class Scheduler(LogWriter, Placing):
         self.queue.remove(rec)
 
     def _settle_service(self, rec: JobRecord, now: float) -> None:
-        rec._held = None                       # (called before every change to rec.placed)
+        """Add the service since it last started; called before every change to rec.placed,
+        so its held_gpus cache goes too (after it is read here: kept, it would stay on every
+        finished record, 72 B and its placement's dict each; bench_scale.py --million)."""
+        rec._held = None
         if rec._service_since is not None:
             rec.attained_gpu_s += (now - rec._service_since) * rec.held_gpus()
             rec._service_since = None
+            rec._held = None
 
     # -- the round ---------------------------------------------------------------------------
     def round(self, snap: Snapshot) -> Plan:
