@@ -353,14 +353,12 @@ class Scheduler(LogWriter, Placing):
         self.queue.remove(rec)
 
     def _settle_service(self, rec: JobRecord, now: float) -> None:
-        """Add the service since it last started; called before every change to rec.placed,
-        so its held_gpus cache goes too (after it is read here: kept, it would stay on every
-        finished record, 72 B and its placement's dict each; bench_scale.py --million)."""
+        """Called before every change to rec.placed: held_gpus's cache goes (read fresh here)."""
         rec._held = None
         if rec._service_since is not None:
             rec.attained_gpu_s += (now - rec._service_since) * rec.held_gpus()
             rec._service_since = None
-            rec._held = None
+            rec._held = None       # (else kept on every finished record: bench_scale.py --million)
 
     # -- the round ---------------------------------------------------------------------------
     def round(self, snap: Snapshot) -> Plan:
