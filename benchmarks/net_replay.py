@@ -11,9 +11,10 @@ change gave the same numbers bit for bit.
 
 `record` runs the simulation (fifo, `poisson:jobs=N,rate=0.05`, seed 1, as bench_scale.py's high
 case) until it has seen `--updates` updates of the shares and writes them (each a dict of job ->
-its links, or None when it leaves) to out/net_replay/ (git-ignored; `--out` another folder). `replay` applies them to a
-fresh netfast.FastNetShares and prints the time of the updates after the first `--skip` (the
-first ones fill an empty cluster), the mean region and solves per update, and the hash.
+its links, or None when it leaves) to out/net_replay/ (git-ignored; `--out` another folder).
+`replay` applies them to a fresh netfast.FastNetShares and prints the time of the updates after
+the first `--skip` (the first ones fill an empty cluster), the mean region and solves per
+update, and the hash.
 """
 from __future__ import annotations
 

@@ -353,12 +353,11 @@ class Scheduler(LogWriter, Placing):
         self.queue.remove(rec)
 
     def _settle_service(self, rec: JobRecord, now: float) -> None:
-        """Called before every change to rec.placed: held_gpus's cache goes (read fresh here)."""
-        rec._held = None
+        """Called before every change to rec.placed, so held_gpus's cache goes (after its read)."""
         if rec._service_since is not None:
             rec.attained_gpu_s += (now - rec._service_since) * rec.held_gpus()
             rec._service_since = None
-            rec._held = None       # (else kept on every finished record: bench_scale.py --million)
+        rec._held = None       # (after the read: else kept on every finished record; bench_scale.py --million)
 
     # -- the round ---------------------------------------------------------------------------
     def round(self, snap: Snapshot) -> Plan:
