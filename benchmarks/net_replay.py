@@ -59,6 +59,8 @@ def record(jobs: int, uplinks: int, updates: int, out: Path = OUT) -> Path:
         pass
     finally:
         netfast.FastNetShares.update_slots = real
+    if not capacity:
+        raise ValueError(f"{jobs} jobs made no update of the shares (no job crossed a shared link)")
     path = out / f"v100-1500-os{uplinks}-{jobs}.pkl"
     with open(path, "wb") as f:
         pickle.dump((capacity[0], seen), f)
@@ -88,20 +90,32 @@ def replay(path: Path, skip: int) -> str:
             f"{solves / m:.2f} solves; hash {digest.hexdigest()[:12]}")
 
 
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return n
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("record")
-    r.add_argument("--jobs", type=int, default=100000)
-    r.add_argument("--uplinks", type=int, default=8, help="oversubscription k of k:1")
-    r.add_argument("--updates", type=int, default=30000)
+    r.add_argument("--jobs", type=_positive, default=100000)
+    r.add_argument("--uplinks", type=_positive, default=8, help="oversubscription k of k:1")
+    r.add_argument("--updates", type=_positive, default=30000)
     r.add_argument("--out", type=Path, default=OUT, help="folder for the cluster file and the updates")
     p = sub.add_parser("replay")
     p.add_argument("file", type=Path)
-    p.add_argument("--skip", type=int, default=15000, help="updates applied but not timed")
+    p.add_argument("--skip", type=int, default=15000, help="updates applied but not timed (the first ones)")
     args = ap.parse_args()
     if args.cmd == "record":
-        print(record(args.jobs, args.uplinks, args.updates, args.out))
+        from dlsched.core.errors import DlschedError
+        try:
+            print(record(args.jobs, args.uplinks, args.updates, args.out))
+        except (DlschedError, OSError, ValueError) as e:
+            print(f"net_replay.py record: {e}", file=sys.stderr)
+            sys.exit(2)
     else:
         try:
             print(replay(args.file, args.skip))
