@@ -82,3 +82,27 @@ def test_a_decided_job_has_no_reason_and_positions_follow_the_order():
     assert s.queue_order == ("k1", "k2", "k0")          # shortest first
     assert [s.jobs[j].why for j in s.queue_order] == \
         ["", "", "gang: 0 of 1 tasks fit; needs 4 GPUs on one node; the largest free block is 2"]
+
+
+def test_the_last_rounds_order_stays_when_the_waiting_list_changes_after_it():
+    """A static order's round reads the waiting list itself (no copy a round); jobs that arrive
+    or leave before the next round do not change what `queue_order` and `why` say of it."""
+    def after_round():
+        b = SimBackend(load_cluster("seed002"), [])
+        s = Scheduler(build_profile("fifo"))
+        for i, kw in enumerate(JOBS):
+            s.handle(JobArrival(0.0, job_from_row(dict(job_id=f"j{i}", submit_time_s=0, duration_s=100, **kw))), b)
+        s.round(b.snapshot())
+        return s, b
+    still, _ = after_round()
+    s, b = after_round()
+    for jid in ("a0", "k0", "j35"):       # before, after and inside the list in fifo's order
+        s.handle(JobArrival(0.0, job_from_row(dict(job_id=jid, submit_time_s=0, duration_s=100,
+                                                   workers=1, gpus_per_worker=4))), b)
+    s._remove_from_queue(s.jobs["j4"])
+    s._remove_from_queue(s.jobs["a0"])
+    now = [r.job_id for r in s.queue]
+    assert now[:2] == ["j0", "j1"] and "j35" in now and "j4" not in now
+    assert s.queue_order == still.queue_order == tuple(f"j{i}" for i in range(len(JOBS)) if i != 5)
+    assert {j: s.jobs[j].why for j in still.queue_order} == {j: still.jobs[j].why for j in still.queue_order}
+    assert s.jobs["k0"].why != still.jobs["j6"].why      # not in that round's queue: not "behind j3"

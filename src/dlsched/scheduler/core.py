@@ -37,7 +37,6 @@ built with tuple.__new__, fewer gen-0 collections while it runs) are dlsched.sch
 """
 from __future__ import annotations
 
-import bisect
 import copy
 import logging
 import math
@@ -325,33 +324,6 @@ class Scheduler(LogWriter, Placing):
         self._enqueue(rec)
         self._dirty = True
 
-    def _enqueue(self, rec: JobRecord) -> None:
-        if rec.queued:
-            return
-        rec.queued = True
-        self._refusal.add(rec)
-        if self._static:
-            rec.key = (*self.profile.order.key(rec, None), rec.submit_time_s, rec.job_id)
-            bisect.insort(self.queue, rec, key=lambda r: r.key)
-        else:
-            self.queue.append(rec)
-            if self._kept is not None:
-                self._kept.add(rec)
-
-    def _remove_from_queue(self, rec: JobRecord) -> None:
-        if not rec.queued:
-            return
-        rec.queued = False
-        self._refusal.remove(rec)
-        if self._static:
-            i = bisect.bisect_left(self.queue, rec.key, key=lambda r: r.key)
-            if i < len(self.queue) and self.queue[i] is rec:
-                del self.queue[i]
-                return
-        if self._kept is not None:
-            self._kept.remove(rec)
-        self.queue.remove(rec)
-
     def _settle_service(self, rec: JobRecord, now: float) -> None:
         """Called before every change to rec.placed, so held_gpus's cache goes (after its read)."""
         if rec._service_since is not None:
@@ -380,7 +352,7 @@ class Scheduler(LogWriter, Placing):
             self.profile.order.begin_round(ctx)
         keyed_at = None                            # (decided, decisions) when the queue was keyed
         if self._static:
-            queue = list(self.queue)
+            queue = self.queue       # itself: its changes until the next round are noted (Placing._note)
         elif self._kept is not None:
             queue = self._kept.ordered(ctx)           # kept_order.py, user_order.py
             keyed_at = (len(txn.decided), len(txn.plan.decisions))

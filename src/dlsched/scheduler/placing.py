@@ -12,6 +12,7 @@ Scheduler: its methods read the Scheduler's profile and state, as before.
 """
 from __future__ import annotations
 
+import bisect
 from heapq import heappop, heappush
 
 import numpy as np
@@ -31,21 +32,38 @@ def _first(pair):
     return pair[0]
 
 
+def _key_of(r: JobRecord):
+    return r.key
+
+
 class Explained:
     """A round's answer to "why pending?" for the jobs of its queue, computed per job when read:
     "" for a job it decided; None (the reason the queue loop set: JobRecord._why) for one it
     tried; behind the job a blocking profile stopped at, for one it did not reach; otherwise
     the policy's allocation or placer left it out. None too for a job not in its queue."""
-    __slots__ = ("queue", "decided", "tried", "behind", "untried", "_pos", "_order")
+    __slots__ = ("queue", "decided", "tried", "behind", "untried", "_pos", "_order", "undo")
 
     def __init__(self, queue, decided, tried, behind, untried=None) -> None:
         self.queue, self.decided, self.tried, self.behind = queue, decided, tried, behind
         self.untried = untried       # (where the loop stopped in the queue, the refusal, the jobs)
         self._pos = self._order = None
+        # A static order's round reads the scheduler's waiting list itself, not a copy (a copy and
+        # its release were O(waiting) a round: `python benchmarks/bench_scale.py --networks 8`,
+        # docs/decisions/0059); each change to it after the round is noted here as (index, the
+        # record deleted there, or None for one inserted there), and undone when read.
+        self.undo: list | None = None
 
     def order(self) -> tuple[str, ...]:
         if self._order is None:
-            self._order = tuple(r.job_id for r in self.queue)
+            q, undo = self.queue, self.undo
+            if undo:
+                q = list(q)
+                for i, rec in reversed(undo):
+                    if rec is None:
+                        del q[i]
+                    else:
+                        q.insert(i, rec)
+            self._order = tuple(r.job_id for r in q)
         return self._order
 
     def reason(self, job_id: str) -> str | None:
@@ -66,6 +84,46 @@ class Explained:
 
 class Placing:
     """The Scheduler's per-job placement and its reasons (mixed in; see the module)."""
+
+    def _enqueue(self, rec: JobRecord) -> None:
+        if rec.queued:
+            return
+        rec.queued = True
+        self._refusal.add(rec)
+        if self._static:
+            rec.key = (*self.profile.order.key(rec, None), rec.submit_time_s, rec.job_id)
+            i = bisect.bisect_right(self.queue, rec.key, key=_key_of)
+            self._note(i, None)
+            self.queue.insert(i, rec)
+        else:
+            self.queue.append(rec)
+            if self._kept is not None:
+                self._kept.add(rec)
+
+    def _remove_from_queue(self, rec: JobRecord) -> None:
+        if not rec.queued:
+            return
+        rec.queued = False
+        self._refusal.remove(rec)
+        if self._static:
+            i = bisect.bisect_left(self.queue, rec.key, key=_key_of)
+            if i >= len(self.queue) or self.queue[i] is not rec:
+                i = self.queue.index(rec)
+            self._note(i, rec)
+            del self.queue[i]
+            return
+        if self._kept is not None:
+            self._kept.remove(rec)
+        self.queue.remove(rec)
+
+    def _note(self, i: int, rec: JobRecord | None) -> None:
+        """The waiting list changes at index i (rec deleted there, or None: one inserted): noted
+        for the last round's Explained if it reads the list itself (Explained.undo)."""
+        ex = self._why_box.ex
+        if ex is not None and ex.queue is self.queue:
+            if ex.undo is None:
+                ex.undo = []
+            ex.undo.append((i, rec))
 
     def _try(self, rec: JobRecord, ctx: RoundContext) -> bool:
         """Place one job of the queue loop; keep the reason it failed for `_explain`."""

@@ -43,7 +43,7 @@ from dlsched.core.types import JobSpec, Launch, Migrate, Plan, Resize, Resume, S
 from dlsched.scheduler import events as ev
 from dlsched.sim import adaptive, switch_cost
 from dlsched.sim.engine import (P_ARRIVAL, P_FINISH, P_NODE, P_TICK, EngineLog, EventHeap, Arrive,
-                                Finish, NodeChange, RateChange, SaveDone, TaskDone, Tick)
+                                Finish, NodeChange, RateChange, Reshare, SaveDone, TaskDone, Tick)
 from dlsched.scheduler.eventlog import StatsBlock, StatsRow
 from dlsched.sim.holding import Holding
 from dlsched.sim.rates import Rates
@@ -80,6 +80,11 @@ class SimBackend(Holding, Rates):
     # compare the two).
     compiled_loop = True
     compiled_run = False       # whether it did (set by `drive`)
+    # Re-share windows (dlsched.sim.rates, `_refresh`; docs/simulator.md, "Re-share windows"):
+    # after an update whose region re-shared more than `reshare_region` flows, link changes wait
+    # for the next multiple of the speed settings' `reshare_window_s` and are applied together
+    # (0 s: every change at once, exact max-min shares at every event).
+    reshare_region = 256
 
     def __init__(self, cluster: Cluster, jobs: list[JobSpec], *, speed: SpeedParams | None = None,
                  restart_delay_s: float = 30.0, node_events: list[tuple[float, int, bool]] = (),
@@ -87,6 +92,7 @@ class SimBackend(Holding, Rates):
         self.cluster = cluster
         self.state = ClusterState(cluster)
         self.speed = SpeedModel(cluster, speed)
+        self.reshare_window_s = float(self.speed.params.reshare_window_s)
         self.restart_delay_s = float(restart_delay_s)
         # A first launch holds its resources without progress for start_delay_s (0: starts at
         # once; Pollux's simulator charges its 30 s rescale_time on the first start too).
@@ -100,6 +106,12 @@ class SimBackend(Holding, Rates):
         self._touched: set[str] = set()
         self.net = net_shares(self.speed.link_capacity)   # running jobs on shared links, their shares
         self._net_dirty: set[str] = set()         # jobs whose flow may have changed
+        # Re-share windows (dlsched.sim.rates, _refresh): the link changes held for the window's
+        # end, whether changes are held now, the pending Reshare's time, and whether it is due.
+        self._net_pend: dict[str, tuple[int, ...] | None] = {}
+        self._net_batch = False
+        self._reshare_at: float | None = None
+        self._reshare_due = False
         self._done: list[JobRun] = []             # finished since the last _refresh (_drop_done)
         self._done_stats: StatsBlock | None = None   # finished jobs' job_stats, a row each
         self._effective = 0.0
@@ -379,6 +391,9 @@ class SimBackend(Holding, Rates):
                 self._touched.add(r.spec.job_id)
                 if r.prof is not None and r.prof.link_bytes:
                     self._net_dirty.add(r.spec.job_id)   # it now competes for its links
+        elif cls is Reshare:
+            self._reshare_at = None
+            self._reshare_due = True
         elif cls is Tick:
             self._ticks.discard(now)
             out.append(ev.RoundTick(now))

@@ -59,6 +59,12 @@ class RateChange:
 
 
 @dataclass(frozen=True, slots=True)
+class Reshare:
+    """The end of a re-share window: the link changes held since the last one are applied
+    together (SimBackend.reshare_window_s, dlsched.sim.rates)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Tick:
     """A periodic round is due (Backend.wake_at)."""
 

@@ -85,6 +85,7 @@ class FastNetShares:
         self._hpos = np.full(L, -1, dtype=np.int64)   # link -> its heap position, -1: not in it
         self._counters = np.zeros(4, dtype=np.int64)   # next generation; region flows, solves, re-shares
         self._bhead = np.full(L + 1, -1, dtype=np.int64)  # per link (and none: L), its bottlenecked flows
+        self.last_region = 0      # the flows the last update re-shared (its region)
         self._F = 0
         self._K = 4
         self._flinks = np.zeros((0, self._K), dtype=np.int64)
@@ -127,6 +128,10 @@ class FastNetShares:
     def share(self, flow: str) -> float | None:
         s = self._slot.get(flow)
         return None if s is None else float(self._rate[s])
+
+    def crowd(self, link: int) -> int:
+        """The number of flows on `link`."""
+        return int(self._nusers[link])
 
     @property
     def rate(self) -> dict[str, float]:
@@ -183,6 +188,7 @@ class FastNetShares:
         add_a = np.array(add, dtype=np.int64)
         off_a = np.array(off, dtype=np.int64)
         links_a = np.array(links_all, dtype=np.int64)
+        before = int(self._counters[1])
         while True:
             n = _kernel(self.capacity, self._users, self._nusers, self._flinks, self._nlinks, self._rate,
                         self._has_rate, self._bneck, rem_a, add_a, off_a, links_a, self._gen,
@@ -193,6 +199,7 @@ class FastNetShares:
                         self._pend, self._pflag, self._cand, self._bhead, self._bnext, self._bprev)
             self._gen = int(self._counters[0])
             if n >= 0:
+                self.last_region = int(self._counters[1]) - before
                 break
             users = np.zeros((len(self.capacity), 2 * self._users.shape[1]), dtype=np.int64)
             users[:, :self._users.shape[1]] = self._users

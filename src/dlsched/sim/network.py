@@ -93,9 +93,14 @@ class NetShares:
         self.users: dict[int, dict[str, None]] = {}   # link -> its flows (an ordered set)
         self.rate: dict[str, float] = {}
         self.bneck: dict[str, int] = {}   # flow -> a link that was its bottleneck when last checked
+        self.last_region = 0              # the flows the last update re-shared (its region)
 
     def share(self, flow: str) -> float | None:
         return self.rate.get(flow)
+
+    def crowd(self, link: int) -> int:
+        """The number of flows on `link`."""
+        return len(self.users.get(link, ()))
 
     def update(self, changes: dict[str, tuple[int, ...] | None]) -> dict[str, float]:
         """Apply `changes` (flow -> its links, or None to remove it) and re-share the components
@@ -124,6 +129,7 @@ class NetShares:
             if not grow:
                 break
             region |= grow
+        self.last_region = len(region)
         changed = {}
         for f in sorted(region):
             r = new[f]

@@ -16,15 +16,19 @@ SimBackend's state, as before.
 """
 from __future__ import annotations
 
+import math
 from array import array
 from heapq import heappush
 
 import numpy as np
 
 from dlsched.sim import switch_cost
-from dlsched.sim.engine import P_FINISH, P_RATE, Finish, RateChange
+from dlsched.sim.engine import P_FINISH, P_RATE, Finish, RateChange, Reshare
 from dlsched.sim.fastrate import VERSION as _VERSION
 from dlsched.sim.run import JobRun
+
+
+_RESHARE = Reshare()
 
 
 class Rates:
@@ -127,7 +131,7 @@ class Rates:
 
     def _refresh(self) -> None:
         """Bring every touched job's rate up to date (and all link-sharing jobs if needed)."""
-        if not self._touched and not self._net_dirty:
+        if not self._touched and not self._net_dirty and not self._reshare_due:
             return
         now = self._now
         runs = self.runs
@@ -173,30 +177,40 @@ class Rates:
         todo = touched
         changed: dict[str, float] = {}
         self._seq0 = None
-        if self._net_dirty:
+        if self._net_dirty or self._reshare_due:
             # Flows: jobs that use shared links and are not restarting. Only the components
             # of the links they change are re-shared, and only jobs whose share moved re-rated.
             # A job with no flow now and none before changes nothing: it is left out (most jobs
             # of a trace without models never have one).
             changes = {}
-            flows = self.net.flows
+            flows, pend = self.net.flows, self._net_pend
             for jid in (sorted(self._net_dirty) if len(self._net_dirty) > 1 else self._net_dirty):
                 r = runs[jid]
                 use = (not r.finished and not r.saving and r.prof is not None and r.prof.link_bytes
                        and now >= r.restart_until)
                 if use:
                     changes[jid] = self.speed.solver_links(r.prof)
-                elif jid in flows:
+                elif jid in flows or jid in pend:
                     changes[jid] = None
-            if changes:
+            if self._net_batch and not self._reshare_due:
+                if changes:
+                    self._hold_changes(changes, now)
+            elif changes or pend:
+                changes = self._held_changes(changes, touched) if pend else changes
                 if flows_rt is not None:
                     changed = self._rerate_compiled(changes, now)
                 else:
                     changed = self.net.update(changes)
                     if self.compiled_rerate and self._ranked:
                         self._start_flows()
+                # on after an update re-shared more than reshare_region flows, off once fewer flows
+                # than that are live (no update could re-share more)
+                net, most = self.net, self.reshare_region
+                self._net_batch = self.reshare_window_s > 0 and (
+                    net.last_region > most or (self._net_batch and len(net.flows) > most))
                 if changed:
                     todo = todo | changed.keys()
+            self._reshare_due = False
         order = sorted(todo) if len(todo) > 1 else todo
         if flows_rt is not None:
             # sequence numbers seq + rank (a block _rerate_compiled reserved, if it ran)
@@ -215,6 +229,32 @@ class Rates:
         if self._done:
             self._drop_done()
 
+    def _hold_changes(self, changes: dict, now: float) -> None:
+        """Re-share windows: the last update re-shared more than `reshare_region` flows, so a
+        re-share costs about as much as the flows it reaches. `changes` waits with those
+        held before it for the next multiple of `reshare_window_s` (a Reshare event), where they
+        are applied in one update. Until then every other flow keeps its rate, and a job that
+        starts keeps a provisional share on each of its links (`_job_shares`)."""
+        self._net_pend.update(changes)
+        if self._reshare_at is None:
+            w = self.reshare_window_s
+            t = self._reshare_at = (math.floor(now / w) + 1.0) * w
+            self.heap.push(t, P_RATE, _RESHARE)
+
+    def _held_changes(self, changes: dict, touched: set) -> dict:
+        """The held changes with `changes` after them, for one update; each job among them still
+        running is out of array mode and re-rated from its new share as a touched job is."""
+        pend = self._net_pend
+        self._net_pend = {}
+        pend.update(changes)
+        runs = self.runs
+        for jid in pend:
+            r = runs.get(jid)
+            if type(r) is JobRun and not r.finished:
+                self._own(r)
+                touched.add(jid)
+        return pend
+
     def _epoch_edges(self, order, now: float) -> None:
         """A re-rate at the end of the current epoch of each adaptive job just re-rated (it
         picks its batch again there; dlsched.sim.adaptive)."""
@@ -230,8 +270,14 @@ class Rates:
         crosses; a link's capacity without a flow), else None."""
         if r.prof is None or not r.prof.link_bytes:
             return None
-        s = self.net.share(r.spec.job_id)
+        jid = r.spec.job_id
+        s = self.net.share(jid)
         cap = self.speed.link_capacity
+        if s is None and jid in self._net_pend:
+            # held for a re-share window (_hold_changes): a provisional share, an equal part of
+            # each link with the flows on it now
+            net = self.net
+            return {link: float(cap[link]) / (net.crowd(link) + 1) for link in r.prof.link_bytes}
         return {link: (float(cap[link]) if s is None else s) for link in r.prof.link_bytes}
 
     def _start_flows(self) -> None:

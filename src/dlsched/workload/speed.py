@@ -85,6 +85,10 @@ class SpeedParams:
     # A throughput table (dlsched.workload.throughputs): a job whose model is one of its job
     # types runs at the table's steps/s for its GPU count on its slowest GPU type, no network
     throughputs: object | None = None
+    # Re-share windows (dlsched.sim.rates, docs/simulator.md "Re-share windows"): once one
+    # change re-shares a region of hundreds of flows, link changes wait for the next multiple of
+    # this many seconds and are applied together; 0: exact max-min shares at every event.
+    reshare_window_s: float = 300.0
 
     def knows(self, name: str | None) -> bool:
         """Whether a job of model `name` has a speed that depends on where it runs."""
@@ -109,7 +113,7 @@ class SpeedParams:
 
 
 def load_speed_config(ref) -> SpeedParams:
-    """A --speed-config YAML: {overlap: 0.5, measured: false,
+    """A --speed-config YAML: {overlap: 0.5, measured: false, reshare_window_s: 0,
     interference: [{model: vae, other: "*", factor: 0.9}]}."""
     from dlsched.core.config import read_yaml
     from dlsched.core.errors import ConfigError
@@ -117,9 +121,13 @@ def load_speed_config(ref) -> SpeedParams:
     cfg = read_yaml(ref, "speed config") or {}
     if not isinstance(cfg, dict):
         raise ConfigError("speed", "must be a mapping", file=file)
-    unknown = set(cfg) - {"overlap", "interference", "measured"}
+    unknown = set(cfg) - {"overlap", "interference", "measured", "reshare_window_s"}
     if unknown:
-        raise ConfigError(sorted(unknown)[0], "unknown key (allowed: overlap, interference, measured)",
+        raise ConfigError(sorted(unknown)[0], "unknown key (allowed: overlap, interference, measured, "
+                          "reshare_window_s)", file=file)
+    window = cfg.get("reshare_window_s", SpeedParams.reshare_window_s)
+    if isinstance(window, bool) or not isinstance(window, (int, float)) or not 0 <= window <= 86400:
+        raise ConfigError("reshare_window_s", f"must be a number of seconds in [0, 86400], got {window!r}",
                           file=file)
     measured = cfg.get("measured", True)   # measured Pollux speeds on/off (workload/measured.py)
     if not isinstance(measured, bool):
@@ -145,7 +153,7 @@ def load_speed_config(ref) -> SpeedParams:
                 raise ConfigError(f"{path}.{key}", f"unknown model {name!r}", file=file)
         table[(str(e.get("model", "*")).lower(), str(e.get("other", "*")).lower())] = float(f)
     return SpeedParams(interference=table, overlap=None if overlap is None else float(overlap),
-                       measured=measured)
+                       measured=measured, reshare_window_s=float(window))
 
 
 @dataclass
