@@ -29,12 +29,14 @@ Fairness:
 from __future__ import annotations
 
 import bisect
+from operator import attrgetter
 
 import numpy as np
 
 from dlsched.core.types import GPU
 
 _EPS = 1e-9
+_JOB_ID = attrgetter("job_id")
 
 
 class Accounts:
@@ -156,7 +158,7 @@ class Accounts:
         for leaf, lane in lanes.items():
             i = self.index[leaf]
             q = refused.get(leaf, 0)
-            d = sum(1 for r in lane if r.job_id in decided) if decided else 0
+            d = sum(map(decided.__contains__, map(_JOB_ID, lane))) if decided else 0     # (in C: per waiting job)
             nq[i], npl[i] = q, len(lane) - q - d
             if not flag:
                 head = next((r for r in lane if r.job_id not in decided), None)

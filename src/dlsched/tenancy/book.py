@@ -69,7 +69,7 @@ class Book:
         # T(x, r) of every node, kept as usage changes (add: a walk up the leaf's path), so the
         # admission check reads the path instead of summing the tree (benchmarks/bench_tenancy.py)
         self.bal = {n: dict(b) for n, b in self._t["bal0"].items()}
-        self.version = 0                 # counts the changes (add)
+        self.version = 0                 # counts the changes (add; fits where a number moved)
 
     def _static(self, tree: QueueTree) -> None:
         """The tree's quotas as plain tables, built once per tree and resource list (a round
@@ -114,6 +114,7 @@ class Book:
             cache[key] = t
         self._t = t
         self._path, self._kids = t["path"], t["kids"]
+        self._answers = t.setdefault("answers", {})      # fits' answers per path numbers
 
     def clone(self) -> Book:
         """A copy whose usage and balances change on their own (the tables are shared): a round
@@ -122,6 +123,7 @@ class Book:
         b = Book.__new__(Book)
         b.tree, b.resources, b.pool, b._t, b._path, b._kids = (self.tree, self.resources, self.pool, self._t,
                                                               self._path, self._kids)
+        b._answers = self._answers
         b.usage = {n: d.copy() for n, d in self.usage.items()}
         b.bal = {n: d.copy() for n, d in self.bal.items()}
         b.version = 0
@@ -190,27 +192,106 @@ class Book:
 
     # -- the admission check -----------------------------------------------------------------
     def fits(self, leaf: str, req: dict[str, float]) -> str:
-        """"" when the request is admissible in `leaf` now; else why not, with the numbers."""
-        need = {r: x for r, x in req.items() if x > _EPS}
-        if not need:
-            return ""
-        before = {r: self.balance(ROOT, r) for r in need}
-        self.add(leaf, need)
-        try:
-            for x in self._path[leaf]:
-                for r in need:
-                    if self.usage[x][r] > self.limit(x, r) + _EPS:
-                        return (f"over its limit: {x} would use {self.usage[x][r]:g} of at most "
-                                f"{self.limit(x, r):g} {unit(r)}")
-                    t = self.balance(x, r)
-                    if t < -self.borrowing_limit(x, r) - _EPS:
-                        return self._why(leaf, x, r, need[r], before[r])
-            return ""
-        finally:
-            self.add(leaf, need, -1.0)
+        """"" when the request is admissible in `leaf` now; else why not, with the numbers.
 
-    def _why(self, leaf: str, x: str, r: str, need: float, idle_before: float) -> str:
-        used = self.usage[leaf][r] - need
+        The answer reads only the usage and balances on the leaf's path: it is kept per those
+        numbers (and the request) with the tables, for every book built on them, where asking
+        left the book as it was (_fits). Why: the admission walk asks this of every shape left
+        after each admission, and a round's book is much like the last one's: under a deep queue
+        in 8 queues the same questions came back thousands of times, at a tenth of the run
+        (benchmarks/bench_policies.py --deep --queues 8)."""
+        path = self._path[leaf]
+        usage, bal = self.usage, self.bal
+        seen: list = [leaf]
+        for r, x in req.items():
+            if x > _EPS:
+                seen.append(r)
+                seen.append(x)
+                for n in path:
+                    seen.append(usage[n][r])
+                    seen.append(bal[n][r])
+        if len(seen) == 1:
+            return ""
+        seen = tuple(seen)
+        answers = self._answers
+        why = answers.get(seen)
+        if why is None:
+            why, moved = self._fits(leaf, req)
+            if not moved:
+                if len(answers) >= 65536:
+                    answers.clear()
+                answers[seen] = why
+        return why
+
+    def _fits(self, leaf: str, req: dict[str, float]) -> tuple[str, bool]:
+        """fits' answer, and whether asking moved a number of the book.
+
+        As if the request were added (add) and the checks read the book, then taken away again
+        (add with sign -1): the same floating-point steps, so the book is left as those two
+        adds leave it, bit for bit. Done on the path's numbers alone, and the version moves only
+        where a number did not come back to what it was (what is kept per version,
+        orders.within_nominal and the walk's key parts, then stays)."""
+        path = self._path[leaf]
+        usage, bal, ll = self.usage, self.bal, self._t["ll"]
+        steps = []                       # (r, x, the path's usage and balances before, after)
+        for r, x in req.items():
+            if x > _EPS:
+                u0 = [usage[n][r] for n in path]
+                b0 = [bal[n][r] for n in path]
+                b1 = b0.copy()
+                old = b0[0]
+                new = b1[0] = old - x
+                for i in range(1, len(path)):     # (add's walk up, on the copy)
+                    lim = ll[path[i - 1]][r]
+                    delta = (new if new < lim else lim) - (old if old < lim else lim)
+                    if delta == 0:
+                        break
+                    old = b0[i]
+                    new = b1[i] = old + delta
+                steps.append((r, x, u0, b0, [u + x for u in u0], b1))
+        if not steps:
+            return "", False
+        why = ""
+        lim_t, bl_t = self._t["lim"], self._t["bl"]
+        for i, n in enumerate(path):
+            for r, x, _, b0, u1, b1 in steps:
+                if u1[i] > lim_t[n][r] + _EPS:
+                    why = (f"over its limit: {n} would use {u1[i]:g} of at most "
+                           f"{lim_t[n][r]:g} {unit(r)}")
+                elif b1[i] < -bl_t[n][r] - _EPS:
+                    why = self._why(leaf, n, r, x, b0[-1], u1[0] - x)
+                else:
+                    continue
+                break
+            if why:
+                break
+        moved = False
+        for r, x, u0, b0, u1, b1 in steps:        # add(leaf, need, -1.0): d = -x
+            for i, n in enumerate(path):
+                u = u1[i] + -x
+                if u != u0[i]:
+                    usage[n][r] = u
+                    moved = True
+            old = b1[0]
+            new = old - -x
+            if new != b0[0]:
+                bal[leaf][r] = new
+                moved = True
+            for i in range(1, len(path)):
+                lim = ll[path[i - 1]][r]
+                delta = (new if new < lim else lim) - (old if old < lim else lim)
+                if delta == 0:
+                    break
+                old = b1[i]
+                new = old + delta
+                if new != b0[i]:
+                    bal[path[i]][r] = new
+                    moved = True
+        if moved:
+            self.version += 1
+        return why, moved
+
+    def _why(self, leaf: str, x: str, r: str, need: float, idle_before: float, used: float) -> str:
         nom = self.nominal(leaf, r)
         head = f"over quota: {leaf} uses {used:g} of {nom:g} {unit(r)} and asks {need:g} more"
         if x == leaf:

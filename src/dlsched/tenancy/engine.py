@@ -25,8 +25,8 @@ from dlsched.tenancy.accounts import Accounts
 from dlsched.tenancy.book import Book, request_of
 from dlsched.tenancy.modes import Mode
 from dlsched.tenancy.tree import DEFAULT_QUEUE, ROOT, QueueTree, line_of, with_default  # noqa: F401 (with_default: the runtime imports it from here)
-from dlsched.tenancy.view import (Shapes, View, VictimList, build_lanes, choose_kept, feasible, fits_kept,
-                                  refuse_rest, refuses_kept)
+from dlsched.tenancy.view import (Refused, Shapes, View, VictimList, build_lanes, choose_kept, feasible,
+                                  fits_kept, refuse_rest, refuses_kept)
 
 _EPS = 1e-9
 
@@ -53,6 +53,8 @@ class Tenancy:
         self._lane: dict[str, tuple] = {}               # job -> what the walk reads of it (_lane_of)
         self._sid: dict[tuple, int] = {}                # shape -> its number, and back (_by_sid)
         self._by_sid: list[tuple] = []
+        self._lanes_kept: dict = {}                     # the last walk's queue and lanes (build_lanes)
+        self._tail: dict[str, tuple] = {}               # job -> (spec, the queue order's tail of its key)
         self._hold: dict[str, tuple] = {}               # job -> (leaf, request, GPUs held, user)
         self._leaf_use: dict[str, dict[str, float]] = {}   # leaf -> its holders' requests, summed
         self._held: dict[str, float] = {}               # "queue:<leaf>" / "user:<name>" -> GPUs held
@@ -64,7 +66,7 @@ class Tenancy:
         self._fit_caps: dict[str, list] = {}            # leaf -> (node, resource, cap, what)
         self.accounts = Accounts(self)
         self.sched = None
-        self.refused: set[str] = set()
+        self.refused: Refused | set[str] = set()
 
     # -- identity ----------------------------------------------------------------------------
     def leaf_of(self, rec) -> str:
@@ -258,7 +260,7 @@ class Tenancy:
         strict = self.strict
         shapes = Shapes() if memo is not None and not lends and not strict else None
         reqs, request = self._req, self.request
-        lanes, asked = build_lanes(queue, self._lane, self._lane_of, shapes, self._by_sid)
+        lanes, asked = build_lanes(queue, self._lane, self._lane_of, shapes, self._lanes_kept)
         for leaf, g in asked.items():
             for n in book.path(leaf):
                 demand[n] = demand.get(n, 0.0) + g
@@ -266,7 +268,7 @@ class Tenancy:
         if self.mode.ledger is not None:
             self.mode.ledger.capacity = capacity.get("gpu", 0.0)
         view.entitled = self.mode.entitlement.compute(view)
-        admitted, self.refused = [], set()
+        admitted, self.refused = [], Refused()
         box = getattr(self.sched, "_why_box", None)
         if box is not None:
             box.rest = None          # the last walk's reasons give way to this one's
@@ -278,14 +280,43 @@ class Tenancy:
         # and the job (unique: it ends with the job id), so it is kept until the book changes,
         # and a local order's keys of other leaves then too (only the leaf that admitted moved).
         # Popping the least key is the linear scan over the heads it replaces, in log time.
+        # An order whose key is part + tail (QueueOrder.split) has the heap compare (part, tail):
+        # the same order as the key's, and the part is made once per shape and book version,
+        # the tail once per job. Why: a deep queue's walk pops about 180 refused heads a round,
+        # and their keys were a tenth of the run (benchmarks/bench_policies.py --deep --queues 8).
         heap: list = []
         key, victims_part = order.key, self.mode.victims
+        split = order.split
+        part, tails, tail_of = (order.part, self._tail, order.tail) if split else (None, None, None)
+        parts: dict = {}                     # shape number -> its part, at book version parts_at[0]
+        parts_at = [book.version]
+        sids = shapes.keys if shapes is not None else None
+        by_sid = self._by_sid
 
         def push(leaf: str) -> None:
-            rec = lanes[leaf][heads[leaf]]
-            got = reqs.get(rec.job_id)              # (self.request inlined: once per head, as above)
+            h = heads[leaf]
+            rec = lanes[leaf][h]
+            jid = rec.job_id
+            got = reqs.get(jid)              # (self.request inlined: once per head, as above)
             req = got[1] if got is not None and got[0] is rec.tasks else request(rec)
-            heappush(heap, (key(view, leaf, rec, req), leaf, rec, req))
+            if not split:
+                heappush(heap, (key(view, leaf, rec, req), (), leaf, rec, req))
+                return
+            got = tails.get(jid)
+            if got is None or got[0] is not rec.spec:
+                got = tails[jid] = (rec.spec, tail_of(rec))
+            t = got[1]
+            if sids is None:
+                heappush(heap, (part(view, leaf, req), t, leaf, rec, req))
+                return
+            if parts_at[0] != book.version:
+                parts.clear()
+                parts_at[0] = book.version
+            sid = sids[leaf][h]
+            p = parts.get(sid)
+            if p is None:
+                p = parts[sid] = part(view, leaf, req)
+            heappush(heap, (p, t, leaf, rec, req))
 
         def rekey_all() -> None:
             heap.clear()
@@ -300,13 +331,14 @@ class Tenancy:
         while heap:
             if shapes is not None:
                 if shapes.unknown and not shapes.probed:
-                    shapes.probe(lambda k, rep: refuses_kept(victims_part, view, memo, k, rep, reqs[rep.job_id][1]))
+                    shapes.probe(lambda k, rep: refuses_kept(victims_part, view, memo, k, by_sid[k][0], rep,
+                                                             reqs[rep.job_id][1]))
                 if not shapes.unknown:
                     rest = refuse_rest(self.refused, view, memo, lanes, shapes.keys, heads, nref)  # every job left
                     if box is not None:
                         box.rest = rest      # (their reasons, read when asked: JobRecord.why)
                     break
-            _, leaf, rec, req = heappop(heap)
+            _, _, leaf, rec, req = heappop(heap)
             rekey = False                         # every head's key is to be made again
             shape = None
             if shapes is not None:
@@ -417,6 +449,7 @@ class Tenancy:
                 self._req.pop(e.job_id, None)
                 self._gpus.pop(e.job_id, None)
                 self._lane.pop(e.job_id, None)
+                self._tail.pop(e.job_id, None)
         jobs = self.sched.jobs
         if applied is not None:
             for d in applied.decisions:

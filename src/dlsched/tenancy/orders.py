@@ -33,6 +33,10 @@ def _tail(job) -> tuple:
     return (-job.spec.priority, job.submit_time_s, job.job_id)
 
 
+def _time(job) -> tuple:
+    return (job.submit_time_s, job.job_id)
+
+
 def within_nominal(view, leaf: str, req: dict[str, float]) -> bool:
     """Would the queue stay within its nominal quota with this request? (Kept in view.cache per
     (leaf, request) while the book is unchanged: under a deep queue Kueue's order and victims
@@ -43,7 +47,12 @@ def within_nominal(view, leaf: str, req: dict[str, float]) -> bool:
     got = view.cache.get(k)
     if got is not None and got[0] == b.version:
         return got[1]
-    ok = all(b.usage[leaf][r] + x <= b.nominal(leaf, r) + _EPS for r, x in req.items() if x > _EPS)
+    use, nom = b.usage[leaf], b._t["nom"][leaf]
+    ok = True
+    for r, x in req.items():             # (a loop, not all() over a generator: asked per shape
+        if x > _EPS and not use[r] + x <= nom[r] + _EPS:      # after every admission)
+            ok = False
+            break
     view.cache[k] = (b.version, ok)
     return ok
 
@@ -51,13 +60,18 @@ def within_nominal(view, leaf: str, req: dict[str, float]) -> bool:
 @register("queue_order", "kueue", source="Kueue cluster_queue.md (PrioritySortingWithinCohort)")
 class KueueOrder(Timeless, QueueOrder):
     """Heads within nominal first, then higher priority, then earlier submission."""
-    local = True
+    local = split = True
 
     def __init__(self) -> None:
         pass
 
+    def part(self, view, leaf, req) -> tuple:
+        return (0 if within_nominal(view, leaf, req) else 1,)
+
+    tail = staticmethod(_tail)
+
     def key(self, view, leaf, job, req) -> tuple:
-        return (0 if within_nominal(view, leaf, req) else 1, -job.spec.priority, job.submit_time_s, job.job_id)
+        return (*self.part(view, leaf, req), *_tail(job))
 
 
 def drs(view, node: str, leaf: str | None = None, req: dict | None = None) -> float:
@@ -83,38 +97,49 @@ def drs(view, node: str, leaf: str | None = None, req: dict | None = None) -> fl
 @register("queue_order", "drs", source="Kueue KEP-1714 fair sharing; pkg/cache/scheduler/fair_sharing.go")
 class DrsOrder(Timeless, QueueOrder):
     """The lowest dominant-resource share (with the job), root to leaf."""
+    split = True
 
     def __init__(self) -> None:
         pass
 
-    def key(self, view, leaf, job, req) -> tuple:
+    def part(self, view, leaf, req) -> tuple:
         path = [n for n in reversed(view.book.path(leaf)) if n != ROOT]
-        return (tuple(drs(view, n, leaf, req) for n in path), *_tail(job))
+        return (tuple(drs(view, n, leaf, req) for n in path),)
+
+    tail = staticmethod(_tail)
+
+    def key(self, view, leaf, job, req) -> tuple:
+        return (*self.part(view, leaf, req), *_tail(job))
 
 
 @register("queue_order", "usage", source="Kueue KEP-4136 admission fair sharing; Volcano fairshare plugin")
 class UsageOrder(QueueOrder):
     """The lowest decayed usage over weight."""
-    local = True
+    local = split = True
 
     def __init__(self) -> None:
         pass
 
-    def key(self, view, leaf, job, req) -> tuple:
+    def part(self, view, leaf, req) -> tuple:
         w = view.tree.nodes[leaf].weight
         u = view.ledger.value(f"queue:{leaf}") if view.ledger is not None else 0.0
-        return ((u / w) if w > 0 else INF, *_tail(job))
+        return ((u / w) if w > 0 else INF,)
+
+    tail = staticmethod(_tail)
+
+    def key(self, view, leaf, job, req) -> tuple:
+        return (*self.part(view, leaf, req), *_tail(job))
 
 
 @register("queue_order", "kai", source="NVIDIA KAI-Scheduler proportion/queue_order/queue_order.go")
 class KaiOrder(Timeless, QueueOrder):
     """KAI's chain: under fair share, within quota, queue priority, dominant share, time."""
-    local = True
+    local = split = True
 
     def __init__(self) -> None:
         pass
 
-    def key(self, view, leaf, job, req) -> tuple:
+    def part(self, view, leaf, req) -> tuple:
         b = view.book
         used = b.usage[leaf].get("gpu", 0.0)
         need = req.get("gpu", 0.0)
@@ -123,22 +148,32 @@ class KaiOrder(Timeless, QueueOrder):
         allocatable = min(b.limit(leaf, "gpu") if "gpu" in b.resources else INF, max(nominal, fs))
         share = (used + need) / allocatable if allocatable > _EPS else INF
         return (0 if used <= fs + _EPS else 1, 0 if used + need <= nominal + _EPS else 1,
-                -view.tree.nodes[leaf].priority, share, job.submit_time_s, job.job_id)
+                -view.tree.nodes[leaf].priority, share)
+
+    tail = staticmethod(_time)
+
+    def key(self, view, leaf, job, req) -> tuple:
+        return (*self.part(view, leaf, req), *_time(job))
 
 
 @register("queue_order", "volcano", source="volcano-sh/volcano pkg/scheduler/plugins/proportion (QueueOrderFn)")
 class VolcanoOrder(Timeless, QueueOrder):
     """Higher queue priority, then the lower share of the deserved."""
-    local = True
+    local = split = True
 
     def __init__(self) -> None:
         pass
 
-    def key(self, view, leaf, job, req) -> tuple:
+    def part(self, view, leaf, req) -> tuple:
         used = view.book.usage[leaf].get("gpu", 0.0)
         d = view.entitled.get(leaf, 0.0)
         share = used / d if d > _EPS else (0.0 if used <= _EPS else INF)
-        return (-view.tree.nodes[leaf].priority, share, job.submit_time_s, job.job_id)
+        return (-view.tree.nodes[leaf].priority, share)
+
+    tail = staticmethod(_time)
+
+    def key(self, view, leaf, job, req) -> tuple:
+        return (*self.part(view, leaf, req), *_time(job))
 
 
 def fair_tree_ranks(view) -> dict[str, int]:
@@ -184,13 +219,18 @@ def _usage(view, node: str) -> float:
 @register("queue_order", "fairtree", source="Slurm doc/html/fair_tree.shtml")
 class FairTreeOrder(QueueOrder):
     """Slurm's Fair Tree rank from decayed usage and shares."""
-    local = True
+    local = split = True
 
     def __init__(self) -> None:
         pass
 
-    def key(self, view, leaf, job, req) -> tuple:
+    def part(self, view, leaf, req) -> tuple:
         ranks = view.cache.get("fairtree")
         if ranks is None:
             ranks = view.cache["fairtree"] = fair_tree_ranks(view)
-        return (ranks.get(leaf, 0), *_tail(job))
+        return (ranks.get(leaf, 0),)
+
+    tail = staticmethod(_tail)
+
+    def key(self, view, leaf, job, req) -> tuple:
+        return (*self.part(view, leaf, req), *_tail(job))

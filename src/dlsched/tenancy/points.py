@@ -67,6 +67,19 @@ class QueueOrder(Component, Protocol):
         so shares that change with each admission take effect at once. Pure."""
         ...
 
+    #: the key is part(view, leaf, req) + tail(job): a part that reads the job only through its
+    #: request, and a tail that reads nothing but the job. The walk then makes the part once per
+    #: shape and book, the tail once per job (tenancy/engine.py), instead of asking `key`
+    split: ClassVar[bool] = False
+
+    def part(self, view, leaf: str, req: dict[str, float]) -> tuple:
+        """(split) The key's part that depends on the book. Pure."""
+        raise NotImplementedError
+
+    def tail(self, job) -> tuple:
+        """(split) The rest of the key: the job's own (it ends with the job id). Pure."""
+        raise NotImplementedError
+
 
 class Victims(Component, Protocol):
     """Who is preempted, and why."""

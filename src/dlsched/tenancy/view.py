@@ -115,9 +115,9 @@ def feasible(ctx, job, victims) -> bool:
     return True
 
 
-def fits_kept(view, memo: dict | None, leaf: str, rec, req: dict, k: tuple | None = None) -> str:
+def fits_kept(view, memo: dict | None, leaf: str, rec, req: dict, k=None) -> str:
     """view.fits, kept in `memo` (None: not kept) per (leaf, request, priority): the job's shape,
-    `k` when the caller has it."""
+    or its number (Shapes) when the caller has it."""
     if memo is None:
         return view.fits(leaf, rec, req)
     if k is None:
@@ -128,14 +128,14 @@ def fits_kept(view, memo: dict | None, leaf: str, rec, req: dict, k: tuple | Non
     return why
 
 
-def choose_kept(victims, view, memo: dict | None, rec, leaf: str, req: dict, k: tuple | None = None) -> list:
+def choose_kept(victims, view, memo: dict | None, rec, leaf: str, req: dict, k=None) -> list:
     """victims.choose, an empty answer kept in `memo` beside view.fits' (a victims part reads
     the job through its leaf and priority alone, view.candidates; under a deep queue most
     refused heads of a queue over its quota get no victims: benchmarks/bench_policies.py
-    --deep --queues). `k`: the job's shape, when the caller has it."""
+    --deep --queues). `k`: the job's shape or its number, when the caller has it."""
     if memo is None:
         return victims.choose(view, rec, leaf, req)
-    k = ("victims",) + (k if k is not None else (leaf, tuple(req.items()), rec.spec.priority))
+    k = ("victims", k if k is not None else (leaf, tuple(req.items()), rec.spec.priority))
     if k in memo:
         return []
     chosen = victims.choose(view, rec, leaf, req)
@@ -144,64 +144,128 @@ def choose_kept(victims, view, memo: dict | None, rec, leaf: str, req: dict, k: 
     return chosen
 
 
-def refuses_kept(victims, view, memo: dict, k: tuple, rec, req: dict) -> bool:
-    """Would the walk refuse `rec`, of shape `k`, now, without victims?"""
-    why = fits_kept(view, memo, k[0], rec, req, k)
-    return bool(why) and not (why.startswith(("over", "non-")) and choose_kept(victims, view, memo, rec, k[0], req, k))
+def refuses_kept(victims, view, memo: dict, k: int, leaf: str, rec, req: dict) -> bool:
+    """Would the walk refuse `rec`, of shape number `k` in `leaf`, now, without victims?"""
+    why = fits_kept(view, memo, leaf, rec, req, k)
+    return bool(why) and not (why.startswith(("over", "non-")) and choose_kept(victims, view, memo, rec, leaf, req, k))
 
 
-def refuse_rest(refused: set, view, memo: dict, lanes: dict, keys: dict, heads: dict, nref: dict) -> "RestWhy":
+def refuse_rest(refused: Refused, view, memo: dict, lanes: dict, sids: dict, heads: dict, nref: dict) -> "RestWhy":
     """Every job left in the walk's lanes refused, each with the memo's answer for its shape
-    (`keys`: Shapes.keys; each is known refused, so the book can no longer change). The answers
-    are returned as a RestWhy, read when asked, not written into each record."""
+    (`sids`: Shapes.keys; each is known refused, so the book can no longer change). The answers
+    are returned as a RestWhy, read when asked, not written into each record; the jobs go into
+    `refused` as their lanes' tails (Refused)."""
     segments = []
     for leaf, h in heads.items():
         rest = lanes[leaf][h:]
-        segments.append((rest, keys[leaf][h:]))
-        refused.update(map(_JOB_ID, rest))
+        segments.append((rest, sids[leaf][h:]))
+        refused.tails.append(rest)
         nref[leaf] += len(rest)
         view.pending.setdefault(leaf, rest[0])
     heads.clear()
     return RestWhy(memo, segments)
 
 
+class Refused:
+    """The jobs a walk refused, by id (a set's `add`, `update`, `in`, iteration, len): those
+    refused one by one, and the lanes' tails refuse_rest refused at once (`tails`), whose ids
+    join the set when it is first read. Why: most rounds read only whether anyone was refused
+    (Tenancy.next_wake), and putting every waiting job's id into a set was 5 % of a deep-queue
+    run under 8 queues (benchmarks/bench_policies.py --deep --queues 8)."""
+
+    __slots__ = ("ids", "tails")
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self.tails: list[list] = []        # lists of records, none empty
+
+    def add(self, job_id: str) -> None:
+        self.ids.add(job_id)
+
+    def update(self, job_ids) -> None:
+        self.ids.update(job_ids)
+
+    def _all(self) -> set[str]:
+        for rest in self.tails:
+            self.ids.update(map(_JOB_ID, rest))
+        self.tails.clear()
+        return self.ids
+
+    def __contains__(self, job_id) -> bool:
+        return job_id in self._all()
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __bool__(self) -> bool:
+        return bool(self.ids or self.tails)
+
+
 _JOB_ID = attrgetter("job_id")
 _TASKS = attrgetter("tasks")
-_AT0, _GPUS, _SHAPE, _REC, _SID = (itemgetter(i) for i in (0, 2, 3, 4, 5))
+_AT0, _GPUS, _REC, _SID = (itemgetter(i) for i in (0, 2, 4, 5))
 
 
-def build_lanes(queue: list, info: dict, lane_of, shapes: Shapes | None, by_sid: list) -> tuple[dict, dict]:
+def build_lanes(queue: list, info: dict, lane_of, shapes: Shapes | None, kept: dict) -> tuple[dict, dict]:
     """The walk's lanes (each leaf's waiting jobs, in the queue's order; leaves in the order
-    first met) and the GPUs each asks in all; with `shapes`, their keys per lane, counts and a
-    job of each (then `start`). `info`: job -> (tasks, leaf, GPUs, shape, record, shape number),
-    kept while its tasks are the same object (a record's spec is never replaced); `lane_of`
-    makes an entry; `by_sid`: shape number -> shape.
+    first met) and the GPUs each asks in all; with `shapes`, their shape numbers per lane,
+    counts and a job of each (then `start`). `info`: job -> (tasks, leaf, GPUs, shape, record,
+    shape number), kept while its tasks are the same object (a record's spec is never
+    replaced); `lane_of` makes an entry. `kept`: what the last call was given ("queue") and
+    made of each lane ("lanes": leaf -> its entries, lane, GPUs, then shape numbers, counts
+    and a job of each shape, or None), given back where the queue, else the lane, has the same
+    entries (the same objects, in the same order).
 
     Why: this is once per waiting job every round. Looked up and checked in C (map, `is`),
     counted by shape number (a small int hashes in no time; a shape tuple's hash is not kept),
     and summed by reduce (the same additions in the same order as a loop), it leaves one Python
-    step a job, the append to its lane (benchmarks/bench_policies.py --deep --queues 8)."""
-    infos = list(map(info.get, map(_JOB_ID, queue)))
-    if None in infos:                    # jobs new to the walk: made where they are
+    step a job, the append to its lane (benchmarks/bench_policies.py --deep --queues 8). Two
+    rounds of five wait with the same queue as the last (under 8 queues, tiresias on 5,000
+    jobs), and most others change one or two lanes of 8: what did not change is the last
+    round's, after a check in C."""
+    same, last_lanes = kept.get("queue"), kept.get("lanes", {})
+    # (the last queue is kept as given: each round hands a list of its own and keeps none; the
+    # same list again is taken as changed)
+    if same is not None and (same[0] is queue or len(same[0]) != len(queue) or not all(map(is_, same[0], queue))):
+        same = None
+    infos = same[1] if same is not None else list(map(info.get, map(_JOB_ID, queue)))
+    if same is None and None in infos:                    # jobs new to the walk: made where they are
         for i in list(compress(count(), map(is_, infos, repeat(None)))):
             infos[i] = lane_of(queue[i])
     if not all(map(is_, map(_TASKS, queue), map(_AT0, infos))):
         infos = [a if a[0] is r.tasks else lane_of(r) for r, a in zip(queue, infos)]
-    by_leaf: dict = defaultdict(list)
-    for a in infos:
-        by_leaf[a[1]].append(a)
-    lanes, asked = {}, {}
+        same = None
+    kept["queue"] = (queue, infos)
+    if same is not None:                  # the same entries: the same lanes
+        by_leaf = dict.fromkeys(last_lanes)
+    else:
+        by_leaf = defaultdict(list)
+        for a in infos:
+            by_leaf[a[1]].append(a)
+    lanes, asked, made = {}, {}, {}
     for leaf, got in by_leaf.items():
-        lane = lanes[leaf] = list(map(_REC, got))
-        asked[leaf] = reduce(add, map(_GPUS, got), 0.0)
-        if shapes is not None:
-            shapes.keys[leaf] = list(map(_SHAPE, got))
+        last = last_lanes.get(leaf)
+        if got is None:
+            got = last[0]
+        elif last is None or len(last[0]) != len(got) or not all(map(is_, last[0], got)):
+            lane = list(map(_REC, got))
+            last = (got, lane, reduce(add, map(_GPUS, got), 0.0), None)
+        if shapes is not None and last[3] is None:
             sids = list(map(_SID, got))
-            firsts = dict(zip(reversed(sids), reversed(lane)))     # the first job of each shape
-            for sid, c in Counter(sids).items():
-                k = by_sid[sid]
-                shapes.count[k] = c
-                shapes.rep[k] = firsts[sid]
+            firsts = dict(zip(reversed(sids), reversed(last[1])))     # the first job of each shape
+            counted = Counter(sids)
+            last = (*last[:3], (sids, counted, [firsts[sid] for sid in counted]))
+        made[leaf] = last
+        lanes[leaf], asked[leaf] = last[1], last[2]
+        if shapes is not None:
+            sids, counted, reps = last[3]
+            shapes.keys[leaf] = sids
+            shapes.count.update(counted)
+            shapes.rep.update(zip(counted, reps))     # (in the order first met: Shapes.probe's)
+    kept["lanes"] = made
     if shapes is not None:
         shapes.start()
     return lanes, asked
@@ -228,16 +292,18 @@ class RestWhy:
 
 class Shapes:
     """The shapes left in a walk's lanes, and which of them the walk has refused since the book
-    last changed. A shape is the memo's key (queue, request items, priority): view.fits and the
-    victims part read a job only so. A shape is known refused when both answered from the memo
-    (a refusal, no victims). When every shape left is known refused, so is every job left:
-    nothing the rest of the walk asks can change the book, so it is answered at once, in any
-    order (Tenancy.admit). `unknown` counts the shapes left that are not known refused; `rep`
-    holds a job of each shape, so that the walk may ask about a shape before its turn (`probe`:
-    the answers are the book's, which does not change until the walk admits or preempts).
+    last changed. A shape is (queue, request items, priority): view.fits and the victims part
+    read a job only so. Each is known here, and in the memo, by its number (Tenancy._sid: a
+    small int hashes at once, a shape tuple's hash is not kept). A shape is known refused when
+    both answered from the memo (a refusal, no victims). When every shape left is known refused,
+    so is every job left: nothing the rest of the walk asks can change the book, so it is
+    answered at once, in any order (Tenancy.admit). `unknown` counts the shapes left that are
+    not known refused; `rep` holds a job of each shape, so that the walk may ask about a shape
+    before its turn (`probe`: the answers are the book's, which does not change until the walk
+    admits or preempts).
 
     The walk fills `count` and `rep` while it builds its lanes (`start` then counts them), and
-    `keys` per lane, the shape of each job in the lane's order.
+    `keys` per lane, the shape number of each job in the lane's order.
 
     Why: under a deep queue every round walked every waiting job, most of them of a few shapes
     in queues over their quota, at about 3.5 us a job (benchmarks/bench_policies.py --deep
@@ -246,24 +312,24 @@ class Shapes:
     __slots__ = ("count", "present", "known", "unknown", "rep", "probed", "keys")
 
     def __init__(self) -> None:
-        self.count: dict[tuple, int] = {}
-        self.rep: dict[tuple, object] = {}
-        self.keys: dict[str, list] = {}
-        self.known: set = set()
+        self.count: dict[int, int] = {}
+        self.rep: dict[int, object] = {}
+        self.keys: dict[str, list[int]] = {}
+        self.known: set[int] = set()
         self.present = self.unknown = 0
         self.probed = False
 
     def start(self) -> None:
         self.present = self.unknown = len(self.count)
 
-    def popped(self, k: tuple) -> None:
+    def popped(self, k: int) -> None:
         c = self.count[k] = self.count[k] - 1
         if c == 0:
             self.present -= 1
             if k not in self.known:
                 self.unknown -= 1
 
-    def refused(self, k: tuple) -> None:
+    def refused(self, k: int) -> None:
         if k not in self.known:
             self.known.add(k)
             if self.count[k] > 0:
@@ -276,8 +342,8 @@ class Shapes:
         self.probed = False
 
     def probe(self, refuses) -> None:
-        """Ask `refuses(shape, rep)` about every shape left that is not known refused (once per
-        book: `probed`)."""
+        """Ask `refuses(shape number, rep)` about every shape left that is not known refused
+        (once per book: `probed`)."""
         self.probed = True
         for k, rep in self.rep.items():
             if self.count[k] > 0 and k not in self.known and refuses(k, rep):
