@@ -97,6 +97,9 @@ SMOKE: dict[str, Smoke] = {
     "net_replay.py": Smoke(("record", "--jobs", "300", "--updates", "40", "--out", "{tmp}"),
                            r"v100-1500-os8-300\.pkl",
                            then=(("replay", "{tmp}/v100-1500-os8-300.pkl", "--skip", "10"),)),
+    # one random case, exact and a 300 s window
+    "reshare_error.py": Smoke(("--cases", "random", "--seeds", "1", "--windows", "300"),
+                              r"\| random 1: v100-\d+ \d:1, rate [\d.]+ \| 300 \| [\d.]+% \|"),
     "eventlog_hash.py": Smoke(("fifo@sample@seed002", "--out", "{tmp}/hashes.json"),
                               r'fifo@sample@seed002 \{"events": "[0-9a-f]{16}"',
                               then=(("--compare", "{tmp}/hashes.json", "{tmp}/hashes.json"),)),

@@ -227,8 +227,9 @@ def build_lanes(queue: list, info: dict, lane_of, shapes: Shapes | None, kept: d
     jobs), and most others change one or two lanes of 8: what did not change is the last
     round's, after a check in C."""
     same, last_lanes = kept.get("queue"), kept.get("lanes", {})
-    # (the last queue is kept as given: each round hands a list of its own and keeps none; the
-    # same list again is taken as changed)
+    # (the last queue is kept as given; the same list object again is taken as changed: a
+    # static order's round hands the scheduler's own waiting list, changed in place since,
+    # decision 0059)
     if same is not None and (same[0] is queue or len(same[0]) != len(queue) or not all(map(is_, same[0], queue))):
         same = None
     infos = same[1] if same is not None else list(map(info.get, map(_JOB_ID, queue)))
