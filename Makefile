@@ -62,9 +62,14 @@ property: $(STAMP)
 # Philly and Pollux, every policy on Philly, one placement round, one Optimus round, sweeps on a
 # 2-node Ray cluster; the last prints the cost-growth table (jobs/s at 10k, 100k and 1M jobs, low
 # and high concurrency)
+# the deep-queue cases of issue "Scale on a real network and under deep queues"
+DEEP = fifo,tiresias,srtf,tetris,drf,sjf,fifo-backfill,edf,k8s-spread
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sim.py
 	$(BIN)/python benchmarks/bench_policies.py
+	$(BIN)/python benchmarks/bench_policies.py --deep --policies $(DEEP)
+	$(BIN)/python benchmarks/bench_policies.py --deep --queues 8 --tenancy kueue --policies $(DEEP)
 	$(BIN)/python benchmarks/bench_round.py --tasks 100000 --nodes 5000
 	$(BIN)/python benchmarks/bench_optimus.py --jobs 4000 --nodes 16000
 	$(BIN)/python benchmarks/bench_sweep.py

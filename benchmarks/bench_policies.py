@@ -108,8 +108,11 @@ def main() -> None:
     if args.deep:
         fifo = dict(rows).get("fifo", {}).get("wall_s")
         slow = [p for p, d in rows if fifo and (d["wall_s"] is None or d["wall_s"] > 5 * fifo)]
+        tir = dict(rows).get("tiresias", {}).get("wall_s")
+        tir = "not run" if "tiresias" not in dict(rows) else "stopped: not met" if tir is None else \
+            f"{tir:.1f} s: {'met' if tir <= 30 else 'not met'}"
         goal = (f"Goal: every policy within 5x of fifo ({'all are' if not slow else 'over: ' + ', '.join(slow)}), "
-                "tiresias <= 30 s.")
+                f"tiresias <= 30 s ({tir}).")
         under = f" in {args.queues} queues under {args.tenancy} (queue = user)" if args.queues else ""
         lines = [f"## The deep queue: every policy on `{args.workload}` (seed 1) over `{args.cluster}`{under} "
                  "(`benchmarks/bench_policies.py --deep`)", "", measured(cmd) + ". " + goal, "", *table]
