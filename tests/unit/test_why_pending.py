@@ -90,9 +90,11 @@ def test_the_last_rounds_order_stays_when_the_waiting_list_changes_after_it():
     def after_round():
         b = SimBackend(load_cluster("seed002"), [])
         s = Scheduler(build_profile("fifo"))
+        s._lend = SimBackend.lend_queue      # (as Scheduler.run sets it from its backend)
         for i, kw in enumerate(JOBS):
             s.handle(JobArrival(0.0, job_from_row(dict(job_id=f"j{i}", submit_time_s=0, duration_s=100, **kw))), b)
         s.round(b.snapshot())
+        assert s._why_box.ex.queue is s.queue
         return s, b
     still, _ = after_round()
     s, b = after_round()

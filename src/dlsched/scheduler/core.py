@@ -90,6 +90,7 @@ class Scheduler(LogWriter, Placing):
         self.n_done = 0                           # finished or rejected
         self._dirty = False
         self._static = bool(profile.order.static)
+        self._lend = False                        # set by run (the backend's lend_queue)
         self._first_fit = len(profile.scorers) == 1 and bool(profile.scorers[0][0].first_fit)
         self.never_fits = NeverFits(profile.filters)   # also asked at submit (the runtime)
         self._local_scores = all(sc.node_local for sc, _ in profile.scorers)
@@ -164,6 +165,9 @@ class Scheduler(LogWriter, Placing):
         self._goodput = getattr(backend, "goodput_model", None)    # optional (the runtime's)
         # skipping quiet rounds needs a backend whose state changes only through events
         self._can_be_quiet = self._can_be_quiet and bool(getattr(backend, "quiet_rounds", False))
+        # a static order's round may read the waiting list itself where nothing reads the records
+        # from another thread (the simulator; the runtime's API threads read the last round's)
+        self._lend = bool(getattr(backend, "lend_queue", False))
         with fewer_collections():           # (dlsched.scheduler.hotpath: a speed-up, not logic)
             # a backend may run the whole loop itself where it has a compiled one for this
             # profile (the simulator: dlsched.sim.fastloop), with the same records
@@ -352,7 +356,8 @@ class Scheduler(LogWriter, Placing):
             self.profile.order.begin_round(ctx)
         keyed_at = None                            # (decided, decisions) when the queue was keyed
         if self._static:
-            queue = self.queue       # itself: its changes until the next round are noted (Placing._note)
+            # itself where lent (its changes until the next round are noted: Placing._note)
+            queue = self.queue if self._lend else list(self.queue)
         elif self._kept is not None:
             queue = self._kept.ordered(ctx)           # kept_order.py, user_order.py
             keyed_at = (len(txn.decided), len(txn.plan.decisions))

@@ -66,6 +66,10 @@ class SimBackend(Holding, Rates):
     # real runtime frees GPUs when checkpoints end and measures speeds between events: it runs
     # every round.
     quiet_rounds = True
+    # Nothing reads the scheduler from another thread here: a static order's round may read its
+    # waiting list itself, not a copy (docs/decisions/0059; the runtime's API threads read the
+    # last round's list, so it keeps the copy).
+    lend_queue = True
     # Finishes later than a job's live entry wait outside the heap (_push_finish); False pushes
     # every one at once, as the first versions did (tests compare the two).
     defer_finishes = True
