@@ -73,12 +73,14 @@ class QueueOrder(Component, Protocol):
     split: ClassVar[bool] = False
 
     def part(self, view, leaf: str, req: dict[str, float]) -> tuple:
-        """(split) The key's part that depends on the book. Pure."""
-        raise NotImplementedError
+        """The key's part that depends on the book. Pure. Asked only of an order whose `split`
+        is true (an order that leaves it false need not define it)."""
+        ...
 
     def tail(self, job) -> tuple:
-        """(split) The rest of the key: the job's own (it ends with the job id). Pure."""
-        raise NotImplementedError
+        """The rest of the key: the job's own (it ends with the job id). Pure. Asked only of an
+        order whose `split` is true."""
+        ...
 
 
 class Victims(Component, Protocol):
