@@ -339,3 +339,26 @@ def test_decisions_frame_from_columns_is_the_frame_from_records():
     pd.testing.assert_frame_equal(run, decisions_frame(list(res.decisions)))
     assert {"launch", "finish"} <= set(run.kind)
     pd.testing.assert_frame_equal(decisions_frame(CompactLog()), decisions_frame([]))
+
+
+def test_round_records_kept_in_columns_read_back_as_appended():
+    """Round records whose stats are (a float, an int) are kept in the round columns (no tuple
+    each); every reading gives back what was appended, joined and dropped included, and the
+    others (another stats tuple) as before."""
+    recs = [LogRecord(0.0, "arrival", "a"), LogRecord(1.0, "round", "", stats=(0.5, 3)),
+            LogRecord(1.0, "launch", "a", detail="x"), LogRecord(2.0, "round", "", stats=(0.25, 700)),
+            LogRecord(2.0, "round", "", stats=(1, 2)), LogRecord(3.0, "finish", "a"),
+            LogRecord(4.0, "round", "", stats=(0.1, 2**70))]
+    log = CompactLog(recs)
+    assert len(log._ri) == 2                                   # the two (float, int) rounds
+    assert list(log) == recs and [type(x) for x in log[3].stats] == [float, int]
+    assert list(pickle.loads(pickle.dumps(log))) == recs
+    assert log.of_kind("round") == [r for r in recs if r.kind == "round"]
+    for drop in (None, "round", "arrival"):
+        want = [r for r in recs + recs if r.kind != drop]
+        assert list(log.joined(log, drop=drop)) == want
+        assert [r[6] for r in log.rows(drop=drop)] == [r.stats for r in recs if r.kind != drop]
+    t, wall, queued = CompactLog(recs[:6]).round_columns()
+    assert t.tolist() == [1.0, 2.0, 2.0] and wall.tolist() == [0.5, 0.25, 1.0] and queued.tolist() == [3, 700, 2]
+    joined = CompactLog(recs[:4]).joined(CompactLog(recs[:4]), drop="arrival")
+    assert [x.tolist() for x in joined.round_columns()] == [[1.0, 2.0] * 2, [0.5, 0.25] * 2, [3, 700] * 2]

@@ -192,3 +192,74 @@ def test_the_admission_walk_kept_answers_change_nothing(monkeypatch, tmp_path, m
     assert list(kept.decisions) == list(every.decisions)
     assert list(kept.events) == list(every.events)
     assert kept.summary["mean_wait_s"] > 3600
+
+
+def _oversubscribed(nodes: int, k: int):
+    from dlsched.cluster import cluster_from_dict
+    from dlsched.cluster.topology import preset_spec
+    spec = preset_spec(f"v100-{nodes}")
+    spec["rack_uplink_gbps"] = spec["rack_uplink_gbps"] / k
+    return cluster_from_dict(spec)
+
+
+def test_a_waiting_job_holds_a_small_run_that_reads_as_a_new_one():
+    """A job that has arrived and never been placed is a `Waiting` in SimBackend.runs (a
+    JobRun is made at its first decision): it reads as a new JobRun would, stats included, and
+    the run's records are those of runs made whole at arrival."""
+    from dlsched.cluster.topology import load_cluster
+    from dlsched.scheduler.core import Scheduler, build_profile
+    from dlsched.sim.backend import SimBackend
+    from dlsched.sim.run import JobRun, Waiting
+    from dlsched.workload.io import load_workload
+
+    jobs = load_workload("poisson:jobs=200,rate=0.05", seed=2)
+    seen = {}
+
+    class Watch(SimBackend):
+        def poll(self):
+            out = super().poll()
+            for jid, r in self.runs.items():
+                if type(r) is Waiting:
+                    seen[jid] = (self.job_stats(jid), r)
+            return out
+
+    b = Watch(load_cluster("v100-4"), jobs)
+    s = Scheduler(build_profile("fifo", {}))
+    s.run(b)
+    assert len(seen) > 20, "no deep queue"
+    fields = [f for f in JobRun.__dataclass_fields__ if f not in ("spec", "tasks", "remaining", "last_t", "k")]
+    for jid, (stats, r) in seen.items():
+        new = JobRun(r.spec, r.tasks, r.remaining, last_t=r.last_t, k=r.k)
+        assert all(getattr(r, f) == getattr(new, f) for f in fields), jid
+        assert stats["progress"] == 0.0 and stats["gpu_s"] == 0.0 and stats["rate"] == 0.0
+    assert not any(type(r) is Waiting for r in b.runs.values())    # every job ran
+
+
+@pytest.mark.parametrize("policy", ["fifo", "fifo-backfill", "edf", "k8s-spread", "gandiva"])
+def test_a_static_orders_waiting_list_stays_in_key_order(monkeypatch, policy):
+    """A static order's waiting list (a SortedKeyList) holds every waiting job once, in key
+    order, after every round; the round's "why pending" order is that list."""
+    from dlsched.scheduler.core import Scheduler
+    orig, checked = Scheduler.round, []
+
+    def round(self, snap):
+        q = list(self.queue)
+        assert self._static
+        assert [r.key for r in q] == sorted(r.key for r in q)
+        assert all(r.queued for r in q) and len({r.job_id for r in q}) == len(q)
+        plan = orig(self, snap)
+        assert self.queue_order[:len(q)] == tuple(r.job_id for r in q)
+        checked.append(len(q))
+        return plan
+
+    monkeypatch.setattr(Scheduler, "round", round)
+    api.simulate("v100-4", "poisson:jobs=300,rate=0.02", policy, seed=1)
+    assert max(checked) > 20
+
+
+def test_event_times_are_python_floats_on_an_oversubscribed_network():
+    """Every record's time is a float, not a numpy float: a numpy time in a round record sent a
+    1M-job run's rounds table through its per-record path (and its odd times into a dict)."""
+    res = api.simulate(_oversubscribed(64, 8), "poisson:jobs=400,rate=0.05", "fifo", seed=1)
+    assert {type(r[0]) for r in res.events} == {float}
+    assert {type(r[0]) for r in res.decisions} == {float}

@@ -45,6 +45,7 @@ from types import MappingProxyType
 from typing import Callable
 
 import numpy as np
+from sortedcontainers import SortedKeyList
 
 from dlsched.cluster.state import Snapshot
 from dlsched.core.errors import DlschedError
@@ -60,7 +61,7 @@ from dlsched.scheduler.kept_order import KeptOrder
 from dlsched.scheduler.user_order import ByUser
 from dlsched.scheduler.refusal import RefusalIndex
 from dlsched.scheduler.hotpath import LogWriter, fewer_collections
-from dlsched.scheduler.placing import Placing
+from dlsched.scheduler.placing import Placing, _key_of
 from dlsched.scheduler.profile import Profile, build_profile, overrides as _overrides  # noqa: F401 (re-exported)
 from dlsched.scheduler.transaction import Transaction
 
@@ -80,7 +81,12 @@ class Scheduler(LogWriter, Placing):
         self.jobs: dict[str, JobRecord] = {}
         self._jobs_view = MappingProxyType(self.jobs)   # what policies see (read-only)
         self._fixed: set[str] = set()       # non-preemptible jobs (JobSpec.preemptible False)
-        self.queue: list[JobRecord] = []          # waiting: PENDING, PARTIAL, SUSPENDED
+        self._static = bool(profile.order.static)
+        # waiting: PENDING, PARTIAL, SUSPENDED. A static order keeps them sorted by key, in a
+        # SortedKeyList: a list's insert and delete move every record after the place, which
+        # took most of a deep queue's cost (half a million waiting: `python benchmarks/
+        # bench_scale.py --jobs "" --million --networks 8`; docs/decisions/0061)
+        self.queue = SortedKeyList(key=_key_of) if self._static else []
         self.running: dict[str, JobRecord] = {}   # RUNNING (and PARTIAL tasks jobs that run)
         self.rounds = Rounds()                    # (time_s, wall_s, queued jobs) per round, in columns
         self._last_round: tuple[float, float, int] | None = None   # the round not yet committed
@@ -89,7 +95,6 @@ class Scheduler(LogWriter, Placing):
         self.timeline = Timeline()    # (time, allocated, effective, partial GPUs, running, queued), in columns
         self.n_done = 0                           # finished or rejected
         self._dirty = False
-        self._static = bool(profile.order.static)
         self._lend = False                        # set by run (the backend's lend_queue)
         self._first_fit = len(profile.scorers) == 1 and bool(profile.scorers[0][0].first_fit)
         self.never_fits = NeverFits(profile.filters)   # also asked at submit (the runtime)

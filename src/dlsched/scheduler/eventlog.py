@@ -29,8 +29,8 @@ job_stats, the ColumnSeq base) are dlsched.scheduler.columns, importable from he
 """
 from __future__ import annotations
 
+import bisect
 import itertools
-import operator
 from array import array
 from typing import Any, NamedTuple
 
@@ -73,7 +73,7 @@ class LogRecord(NamedTuple):
 _tuple_new = tuple.__new__
 _DEFAULTS = tuple(LogRecord._field_defaults[f] for f in LogRecord._fields[3:])
 # Shapes of a record's fields after job_id, and what `_x` keeps for each:
-_PLAIN, _DETAIL, _SPEC, _STATS, _JOBSTATS, _FULL, _STATROW, _PLACED, _PLACED_PACKED = range(9)
+_PLAIN, _DETAIL, _SPEC, _STATS, _JOBSTATS, _FULL, _STATROW, _PLACED, _PLACED_PACKED, _ROUND = range(10)
 #   _PLAIN     every field at its default (detail "")                 None
 #   _DETAIL    only detail set (a str)                                 the detail
 #   _SPEC      only spec set (arrival records)                         the spec
@@ -83,6 +83,8 @@ _PLAIN, _DETAIL, _SPEC, _STATS, _JOBSTATS, _FULL, _STATROW, _PLACED, _PLACED_PAC
 #   _STATROW   a stats record built by `of_stats`                      a StatsRow (its block's columns)
 #   _PLACED    a decision appended by `append_placed` (detail derived   the placements
 #              from the placements, no cost; _PLACED_PACKED: packed)
+#   _ROUND     a round record whose stats are (a float, an int)        None: they are the
+#              (wall, queued): the Scheduler's                         round columns' next row
 
 
 def placed_detail(placements) -> str:
@@ -104,7 +106,7 @@ class CompactLog(ColumnSeq):
     sequence of equal records (a list of LogRecords or plain tuples included). Records read
     back are new tuples each time (and a stats record's dict a new dict): the log is
     append-only, and nothing should mutate what it reads."""
-    __slots__ = ("_t", "_k", "_s", "_j", "_x", "_odd_t", "_kinds", "_code", "_keysets")
+    __slots__ = ("_t", "_k", "_s", "_j", "_x", "_odd_t", "_kinds", "_code", "_keysets", "_ri", "_rw", "_rq")
 
     def __init__(self, records=()):
         self._t = array("d")
@@ -116,6 +118,13 @@ class CompactLog(ColumnSeq):
         self._kinds: list[str] = []
         self._code: dict[str, int] = {}
         self._keysets: dict[tuple, tuple] = {}
+        # the round records' stats in columns (shape _ROUND): each one's index in the log, its wall
+        # seconds and its queued jobs. 24 bytes a round against about 110 as a tuple of a float
+        # and an int; an oversubscribed 1M-job run has about 1.8M rounds (`python
+        # benchmarks/bench_scale.py --jobs "" --million --networks 8`)
+        self._ri = array("q")
+        self._rw = array("d")
+        self._rq = array("q")
         for r in records:
             self.append(r)
 
@@ -133,7 +142,13 @@ class CompactLog(ColumnSeq):
             elif detail == "" and stats is None:
                 shape, x = _SPEC, spec
             elif detail == "" and spec is None:
-                if type(stats) is dict and all(type(k) is str for k in stats):
+                if kind == "round" and type(stats) is tuple and len(stats) == 2 and type(stats[0]) is float \
+                        and type(stats[1]) is int and -2**63 <= stats[1] < 2**63:
+                    shape, x = _ROUND, None
+                    self._ri.append(len(self._j))
+                    self._rw.append(stats[0])
+                    self._rq.append(stats[1])
+                elif type(stats) is dict and all(type(k) is str for k in stats):
                     keys = tuple(stats)
                     shape, x = _JOBSTATS, (self._keysets.setdefault(keys, keys), tuple(stats.values()))
                 else:
@@ -210,7 +225,14 @@ class CompactLog(ColumnSeq):
             return _tuple_new(LogRecord, head + ("", (), None, False, None, x.as_dict()))
         if shape == _PLACED or shape == _PLACED_PACKED:
             return _tuple_new(LogRecord, head + (placed_detail(x), x, None, shape == _PLACED_PACKED, None, None))
+        if shape == _ROUND:
+            return _tuple_new(LogRecord, head + ("", (), None, False, None, self._round(i)))
         return _tuple_new(LogRecord, head + x)
+
+    def _round(self, i: int) -> tuple[float, int]:
+        """The stats of the round record at index i (shape _ROUND)."""
+        n = bisect.bisect_left(self._ri, i)
+        return self._rw[n], self._rq[n]
 
     def __len__(self) -> int:
         return len(self._j)
@@ -241,6 +263,7 @@ class CompactLog(ColumnSeq):
                 remap[c] = code
             skip = log._code.get(drop, -1) if drop is not None else -1
             base = len(out._j)
+            out._rounds_from(log, base, skip)
             if skip < 0:
                 out._t.extend(log._t)
                 out._k.extend(log._k.translate(remap))
@@ -266,6 +289,25 @@ class CompactLog(ColumnSeq):
             for keys in log._keysets:
                 out._keysets.setdefault(keys, keys)
         return out
+
+    def _rounds_from(self, log: "CompactLog", base: int, skip: int) -> None:
+        """`joined`'s part for the round columns: `log`'s rounds, less those of kind code
+        `skip`, whose records land at index `base` on."""
+        if not log._ri:
+            return
+        import numpy as np
+        ri = np.frombuffer(log._ri, dtype=np.int64)
+        rw, rq = np.frombuffer(log._rw, dtype=np.float64), np.frombuffer(log._rq, dtype=np.int64)
+        if skip >= 0:
+            k = np.frombuffer(log._k, dtype=np.uint8)
+            keep = k[ri] != skip
+            at = (np.cumsum(k != skip) - 1)[ri[keep]]
+            rw, rq = rw[keep], rq[keep]
+        else:
+            at = ri
+        self._ri.frombytes((at + base).astype(np.int64).tobytes())
+        self._rw.frombytes(rw.tobytes())
+        self._rq.frombytes(rq.tobytes())
 
     def kinds(self) -> list[str]:
         """Each record's kind, in order (without building the records)."""
@@ -293,9 +335,13 @@ class CompactLog(ColumnSeq):
         idx = np.flatnonzero(np.frombuffer(self._k, dtype=np.uint8) == c)
         if self._odd_t and any(i in self._odd_t for i in idx.tolist()):
             return None
-        if len(idx) and (np.frombuffer(self._s, dtype=np.uint8)[idx] != _STATS).any():
+        shapes = np.frombuffer(self._s, dtype=np.uint8)[idx]
+        if kind == "round" and len(idx) == len(self._ri) and (shapes == _ROUND).all():
+            return (np.frombuffer(self._t, dtype=np.float64)[idx].copy(),
+                    np.frombuffer(self._rw, dtype=np.float64).copy(), np.frombuffer(self._rq, dtype=np.int64).copy())
+        if ((shapes != _STATS) & (shapes != _ROUND)).any():
             return None
-        xs = operator.itemgetter(*idx.tolist())(self._x) if len(idx) > 1 else [self._x[i] for i in idx.tolist()]
+        xs = [self._x[i] if s == _STATS else self._round(i) for i, s in zip(idx.tolist(), shapes.tolist())]
         if not all(type(x) is tuple and len(x) == 2 for x in xs):
             return None
         n = len(xs)
@@ -310,7 +356,13 @@ class CompactLog(ColumnSeq):
         values kept (a read-only mapping equal to it, without a dict per job)."""
         kinds, odd, t = self._kinds, self._odd_t, self._t
         skip = self._code.get(drop, -1) if drop is not None else -1
+        rw, rq, n = self._rw, self._rq, 0          # the round columns' next row
         for i, (c, sh, j, x) in enumerate(zip(self._k, self._s, self._j, self._x)):
+            if sh == _ROUND:
+                n += 1
+                if c != skip:
+                    yield (odd[i] if odd and i in odd else t[i]), kinds[c], j, "", (), None, (rw[n - 1], rq[n - 1])
+                continue
             if c == skip:
                 continue
             ti = odd[i] if odd and i in odd else t[i]

@@ -12,7 +12,6 @@ Scheduler: its methods read the Scheduler's profile and state, as before.
 """
 from __future__ import annotations
 
-import bisect
 from heapq import heappop, heappush
 
 import numpy as np
@@ -92,9 +91,8 @@ class Placing:
         self._refusal.add(rec)
         if self._static:
             rec.key = (*self.profile.order.key(rec, None), rec.submit_time_s, rec.job_id)
-            i = bisect.bisect_right(self.queue, rec.key, key=_key_of)
-            self._note(i, None)
-            self.queue.insert(i, rec)
+            self._note(self.queue.bisect_key_right(rec.key), None)
+            self.queue.add(rec)
         else:
             self.queue.append(rec)
             if self._kept is not None:
@@ -106,7 +104,7 @@ class Placing:
         rec.queued = False
         self._refusal.remove(rec)
         if self._static:
-            i = bisect.bisect_left(self.queue, rec.key, key=_key_of)
+            i = self.queue.bisect_key_left(rec.key)
             if i >= len(self.queue) or self.queue[i] is not rec:
                 i = self.queue.index(rec)
             self._note(i, rec)

@@ -47,7 +47,7 @@ from dlsched.sim.engine import (P_ARRIVAL, P_FINISH, P_NODE, P_TICK, EngineLog, 
 from dlsched.scheduler.eventlog import StatsBlock, StatsRow
 from dlsched.sim.holding import Holding
 from dlsched.sim.rates import Rates
-from dlsched.sim.run import DoneRow, DoneRun, JobRun
+from dlsched.sim.run import DoneRow, DoneRun, JobRun, Waiting
 from dlsched.workload.loss import observed_loss
 from dlsched.sim.network import net_shares
 from dlsched.workload.speed import SpeedModel, SpeedParams
@@ -276,8 +276,12 @@ class SimBackend(Holding, Rates):
 
     def apply(self, plan: Plan) -> None:
         now = self._now
+        runs = self.runs
         for d in plan.ordered():
-            r = self._own(self.runs[d.job_id])
+            r = runs[d.job_id]
+            if type(r) is Waiting:
+                r = runs[d.job_id] = r.started()
+            self._own(r)
             cost = d.cost   # a switch cost carried by the decision (Gandiva), None: the run's default
             if isinstance(d, Suspend):
                 if cost is not None:
@@ -386,7 +390,7 @@ class SimBackend(Holding, Rates):
                 self._unrank()
             job = e.job
             work = job.iterations if job.iterations is not None else (job.duration_s or 0.0)
-            self.runs[job.job_id] = JobRun(job, job.tasks, float(work), last_t=now, k=k)
+            self.runs[job.job_id] = Waiting(job, job.tasks, float(work), now, k)
             self.log.append((now, "arrival", job.job_id, ""))
             out.append(ev.JobArrival(now, job))
         elif cls is RateChange:

@@ -86,6 +86,45 @@ class _Finished:
     placements = _NO_PLACEMENTS
 
 
+class Waiting:
+    """A job that has arrived and was never placed, as `runs` holds it: its spec, work and
+    place in the backend's list, at about a seventh of a JobRun's size (a 1M-job run on an
+    oversubscribed network has about half a million waiting at once: `python
+    benchmarks/bench_scale.py --jobs "" --million --networks 8`). Every other field reads as a
+    new JobRun's. Nothing writes one but `_advance` (`last_t`): SimBackend.apply swaps it for
+    its JobRun (`started`) before it carries out a decision for it."""
+    __slots__ = ("spec", "tasks", "remaining", "last_t", "k")
+    placements = _NO_PLACEMENTS
+    rate = 0.0
+    version = 0
+    prof = None
+    finished = False
+    restoring = starting = saving = packed = False
+    restart_until = -1.0
+    hold_gpus = hold_since = gpu_s = nic_bytes = cross_rack_bytes = 0.0
+    done_tasks = suspends = resumes = 0
+    first_progress_s = restore_s = None
+    start_after = lost_s = lost_gpu_s = eff_gpus = 0.0
+    last_nodes = ()
+    share = 1
+    factor = None
+    consts = ()
+    slot = -1
+    fin_ev = adapt = deferred = None
+    fin_at = 0.0
+
+    def __init__(self, spec: JobSpec, tasks: tuple[TaskSpec, ...], remaining: float, last_t: float, k: int):
+        self.spec, self.tasks, self.remaining, self.last_t, self.k = spec, tasks, remaining, last_t, k
+
+    @property
+    def whole(self) -> bool:
+        return len(self.tasks) == 0
+
+    def started(self) -> JobRun:
+        """The JobRun it becomes at its first decision."""
+        return JobRun(self.spec, self.tasks, self.remaining, last_t=self.last_t, k=self.k)
+
+
 class DoneRun(_Finished):
     """A finished job's JobRun, cut down to what is still read: its counters (job_stats), and
     the fields that tell an event for it stale (finished, version, fin_ev). SimBackend swaps a

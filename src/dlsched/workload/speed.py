@@ -213,9 +213,11 @@ class SpeedModel:
         self.link_capacity = np.array(caps, dtype=np.float64)
         self.num_nodes = n
         self._rack = cluster.node_rack
-        self._gpu_link = np.array([node.gpu_link_gbps * GBPS for node in cluster.nodes])
+        # Python floats, not a numpy array: a job's times made from them would be numpy floats,
+        # and so would every event time that follows from them (its finish, the records at it)
+        self._gpu_link = [float(node.gpu_link_gbps * GBPS) for node in cluster.nodes]
         # the widest GPU link and NIC (an ideal placement's), as Python floats, read per profile
-        self._gpu_link_max = float(self._gpu_link.max()) if n else 0.0
+        self._gpu_link_max = max(self._gpu_link) if n else 0.0
         self._nic_max = float(self.link_capacity[:n].max()) if n else 0.0
         self._gpus_per_node = max(cluster.max_gpus_per_node, 1)
         # A rack uplink at least as wide as its rack's NICs together can never limit a job: each
