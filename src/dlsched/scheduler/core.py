@@ -82,11 +82,11 @@ class Scheduler(LogWriter, Placing):
         self._jobs_view = MappingProxyType(self.jobs)   # what policies see (read-only)
         self._fixed: set[str] = set()       # non-preemptible jobs (JobSpec.preemptible False)
         self._static = bool(profile.order.static)
-        # waiting: PENDING, PARTIAL, SUSPENDED. A static order keeps them sorted by key, in a
-        # SortedKeyList: a list's insert and delete move every record after the place, which
-        # took most of a deep queue's cost (half a million waiting: `python benchmarks/
-        # bench_scale.py --jobs "" --million --networks 8`; docs/decisions/0061)
-        self.queue = SortedKeyList(key=_key_of) if self._static else []
+        # waiting: PENDING, PARTIAL, SUSPENDED. A static order keeps them sorted by key; where the
+        # list is lent (run: the simulator) in a SortedKeyList, whose insert and delete do not
+        # move every record after the place as a list's do (half a million waiting: `python
+        # benchmarks/bench_scale.py --jobs "" --million --networks 8`; docs/decisions/0061)
+        self.queue: list[JobRecord] = []
         self.running: dict[str, JobRecord] = {}   # RUNNING (and PARTIAL tasks jobs that run)
         self.rounds = Rounds()                    # (time_s, wall_s, queued jobs) per round, in columns
         self._last_round: tuple[float, float, int] | None = None   # the round not yet committed
@@ -173,6 +173,8 @@ class Scheduler(LogWriter, Placing):
         # a static order's round may read the waiting list itself where nothing reads the records
         # from another thread (the simulator; the runtime's API threads read the last round's)
         self._lend = bool(getattr(backend, "lend_queue", False))
+        if self._lend and self._static and type(self.queue) is list:
+            self.queue = SortedKeyList(self.queue, key=_key_of)
         with fewer_collections():           # (dlsched.scheduler.hotpath: a speed-up, not logic)
             # a backend may run the whole loop itself where it has a compiled one for this
             # profile (the simulator: dlsched.sim.fastloop), with the same records

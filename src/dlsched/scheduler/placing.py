@@ -12,6 +12,7 @@ Scheduler: its methods read the Scheduler's profile and state, as before.
 """
 from __future__ import annotations
 
+import bisect
 from heapq import heappop, heappush
 
 import numpy as np
@@ -91,8 +92,14 @@ class Placing:
         self._refusal.add(rec)
         if self._static:
             rec.key = (*self.profile.order.key(rec, None), rec.submit_time_s, rec.job_id)
-            self._note(self.queue.bisect_key_right(rec.key), None)
-            self.queue.add(rec)
+            q = self.queue
+            if type(q) is list:         # the runtime's (Scheduler.run: only a lent list is sorted)
+                i = bisect.bisect_right(q, rec.key, key=_key_of)
+                self._note(i, None)
+                q.insert(i, rec)
+                return
+            self._note(q.bisect_key_right(rec.key), None)
+            q.add(rec)
         else:
             self.queue.append(rec)
             if self._kept is not None:
@@ -104,8 +111,9 @@ class Placing:
         rec.queued = False
         self._refusal.remove(rec)
         if self._static:
-            i = self.queue.bisect_key_left(rec.key)
-            if i >= len(self.queue) or self.queue[i] is not rec:
+            q = self.queue
+            i = bisect.bisect_left(q, rec.key, key=_key_of) if type(q) is list else q.bisect_key_left(rec.key)
+            if i >= len(q) or q[i] is not rec:
                 i = self.queue.index(rec)
             self._note(i, rec)
             del self.queue[i]
