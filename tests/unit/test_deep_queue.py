@@ -235,7 +235,7 @@ def test_a_waiting_job_holds_a_small_run_that_reads_as_a_new_one():
     assert not any(type(r) is Waiting for r in b.runs.values())    # every job ran
 
 
-@pytest.mark.parametrize("policy", ["fifo", "fifo-backfill", "edf", "k8s-spread", "gandiva"])
+@pytest.mark.parametrize("policy", ["fifo", "fifo-backfill", "edf", "k8s-spread"])
 def test_a_static_orders_waiting_list_stays_in_key_order(monkeypatch, policy):
     """A static order's waiting list (a SortedKeyList) holds every waiting job once, in key
     order, after every round; the round's "why pending" order is that list."""
