@@ -114,9 +114,9 @@ class Placing:
             q = self.queue
             i = bisect.bisect_left(q, rec.key, key=_key_of) if type(q) is list else q.bisect_key_left(rec.key)
             if i >= len(q) or q[i] is not rec:
-                i = self.queue.index(rec)
+                i = q.index(rec)
             self._note(i, rec)
-            del self.queue[i]
+            del q[i]
             return
         if self._kept is not None:
             self._kept.remove(rec)
