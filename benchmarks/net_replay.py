@@ -8,6 +8,7 @@ change gave the same numbers bit for bit.
 
     python benchmarks/net_replay.py record --jobs 100000 --uplinks 8 --updates 30000
     python benchmarks/net_replay.py replay out/net_replay/v100-1500-os8-100000.pkl --skip 15000
+                                          [--whole-min 1000000000]
 
 `record` runs the simulation (fifo, `poisson:jobs=N,rate=0.05`, seed 1, as bench_scale.py's high
 case) until it has seen `--updates` updates of the shares and writes them (each a dict of job ->
@@ -67,8 +68,10 @@ def record(jobs: int, uplinks: int, updates: int, out: Path = OUT) -> Path:
     return path
 
 
-def replay(path: Path, skip: int) -> str:
-    from dlsched.sim import netfast
+def replay(path: Path, skip: int, whole_min: int | None = None) -> str:
+    from dlsched.sim import netfast, network
+    if whole_min is not None:             # whole solves from this many live flows (A/B: a huge one)
+        network.WHOLE_MIN_FLOWS = whole_min
     with open(path, "rb") as f:
         capacity, updates = pickle.load(f)
     net = netfast.FastNetShares(capacity)
@@ -108,6 +111,8 @@ def main() -> None:
     p = sub.add_parser("replay")
     p.add_argument("file", type=Path)
     p.add_argument("--skip", type=int, default=15000, help="updates applied but not timed (the first ones)")
+    p.add_argument("--whole-min", type=_positive, default=None,
+                   help="whole solves from this many live flows on (network.WHOLE_MIN_FLOWS; 10**9: never)")
     args = ap.parse_args()
     if args.cmd == "record":
         from dlsched.core.errors import DlschedError
@@ -118,7 +123,7 @@ def main() -> None:
             sys.exit(2)
     else:
         try:
-            print(replay(args.file, args.skip))
+            print(replay(args.file, args.skip, args.whole_min))
         except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError) as e:
             # (a file this script's `record` did not write: one line, exit 2)
             print(f"net_replay.py: {args.file}: not a recording of `net_replay.py record` ({e})", file=sys.stderr)

@@ -3,6 +3,7 @@ and the incremental NetShares (re-sharing only the touched components) against a
 import numpy as np
 import pytest
 
+from dlsched.sim import network
 from dlsched.sim.network import NetShares
 from dlsched.workload.speed import max_min_shares
 
@@ -76,10 +77,14 @@ def test_solution_is_max_min_fair():
                    for link in links), f
 
 
+@pytest.mark.parametrize("whole_min", [None, 8])
 @pytest.mark.parametrize("seed", range(10))
-def test_incremental_shares_equal_a_full_solve(seed):
+def test_incremental_shares_equal_a_full_solve(seed, whole_min, monkeypatch):
     """Flows come, go and move at random; after every update the kept rates are what a full
-    solve of the current flows gives, and `update` reports every rate that moved."""
+    solve of the current flows gives, and `update` reports every rate that moved. With whole_min,
+    whole solves (network.WHOLE_SHARE) from 8 live flows on: the same rates."""
+    if whole_min is not None:
+        monkeypatch.setattr(network, "WHOLE_MIN_FLOWS", whole_min)
     rng = np.random.default_rng(100 + seed)
     n_links = 30
     capacity = rng.choice([10.0, 25.0, 40.0], size=n_links)
@@ -140,12 +145,16 @@ def assert_index_whole(fast):
     assert seen == live
 
 
+@pytest.mark.parametrize("whole_min", [None, 16])
 @pytest.mark.parametrize("seed", range(12))
-def test_compiled_shares_equal_netshares_bit_for_bit(seed):
+def test_compiled_shares_equal_netshares_bit_for_bit(seed, whole_min, monkeypatch):
     """Random add / remove / move sequences over equal (ties) or random capacities: after every
     update the compiled keeper reports the same changes, holds the same rates (==, not approx)
     and remembers the same bottlenecks as NetShares, including when its arrays must grow
-    (more flows, longer link lists, more users per link than it started with)."""
+    (more flows, longer link lists, more users per link than it started with). With whole_min,
+    both make whole solves (network.WHOLE_SHARE) from 16 live flows on: still the same."""
+    if whole_min is not None:
+        monkeypatch.setattr(network, "WHOLE_MIN_FLOWS", whole_min)
     rng = np.random.default_rng(500 + seed)
     n_links = int(rng.integers(5, 50))
     capacity = (rng.choice([10.0, 25.0, 40.0], size=n_links) if seed % 2

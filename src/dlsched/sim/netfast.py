@@ -15,7 +15,8 @@ bottleneck):
 - progressive filling pops the same (share, link) minimum with the same stale-entry test
   (`share != remaining / count`): the order in which one link's flows freeze does not matter, as
   they all subtract the same share;
-- the region grows by the same rule, the same flows' last bottlenecks are remembered, and a rate
+- the region starts the same (a whole solve when NetShares' is, network.WHOLE_SHARE) and grows
+  by the same rule, the same flows' last bottlenecks are remembered, and a rate
   that moved by less than REL_TOL keeps its old value;
 - IEEE double everywhere, no fast-math.
 
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dlsched.sim import netfast_kernel
+from dlsched.sim import netfast_kernel, network
 
 MIN_LINKS = 64      # below this NetShares is as fast and nothing needs compiling
 
@@ -196,7 +197,8 @@ class FastNetShares:
                         self._smost, self._remaining, self._count, self._new, self._frozen_at,
                         self._region, self._reglinks, self._grow, self._hs, self._hl, self._hpos,
                         self._out_slot, self._out_rate, self._counters, self._rmark, self._resid,
-                        self._pend, self._pflag, self._cand, self._bhead, self._bnext, self._bprev)
+                        self._pend, self._pflag, self._cand, self._bhead, self._bnext, self._bprev,
+                        len(flows), network.WHOLE_MIN_FLOWS, network.WHOLE_SHARE)
             self._gen = int(self._counters[0])
             if n >= 0:
                 self.last_region = int(self._counters[1]) - before

@@ -248,14 +248,16 @@ def _violations(cap, users, nusers, flinks, nlinks, rate, bneck, in_reg, stamp, 
 def _update_py(cap, users, nusers, flinks, nlinks, rate, has_rate, bneck, rem, add, add_off, add_links,
                gen, in_reg, lmark, fmark, smark, omark, sfull, smost, remaining, count, new, frozen_at,
                region, reglinks, grow, hs, hl, hpos, out_slot, out_rate, counters, rmark, resid, pend, pflag, cand,
-               bhead, bnext, bprev):
+               bhead, bnext, bprev, nlive, whole_min, whole_share):
     """NetShares.update on arrays: remove the flows `rem`, add the flows `add` (links
     add_links[add_off[i]:add_off[i + 1]]), re-share the region they reach. Writes the flows
     whose rate changed into out_slot/out_rate and returns how many; -1 when a link's user list
     is full (nothing changed: the caller grows `users` and calls again). `gen` is the first
     fresh generation for the scratch marks; counters[0] gets the next one; counters[1:4] add up
     the regions' flows, the solves and the re-shares (statistics). bhead/bnext/bprev: the
-    bottleneck index (_violations); a flow removed leaves it, one added joins list NEG."""
+    bottleneck index (_violations); a flow removed leaves it, one added joins list NEG. nlive:
+    the live flows after the update; whole_min, whole_share: network.WHOLE_MIN_FLOWS and
+    WHOLE_SHARE (a whole solve; arguments, not globals, which numba would freeze)."""
     U = users.shape[1]
     NEG = bhead.shape[0] - 1
     # room first, so that nothing changes unless everything fits
@@ -332,6 +334,12 @@ def _update_py(cap, users, nusers, flinks, nlinks, rate, has_rate, bneck, rem, a
         for j in range(nusers[link]):
             f = users[link, j]
             if in_reg[f] != stamp:
+                in_reg[f] = stamp
+                region[nreg] = f
+                nreg += 1
+    if nlive >= whole_min and nreg * whole_share >= nlive:
+        for f in range(nlinks.shape[0]):      # a whole solve: every live flow
+            if nlinks[f] > 0 and in_reg[f] != stamp:
                 in_reg[f] = stamp
                 region[nreg] = f
                 nreg += 1

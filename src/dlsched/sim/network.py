@@ -6,7 +6,8 @@ only a region around them is solved again, never more than the connected compone
 they change (flows linked through shared links; max-min shares of disjoint components are
 independent):
 
-1. the region starts as the flows on the changed links;
+1. the region starts as the flows on the changed links (or, when those are a tenth or more of
+   at least 256 live flows, all of them: a whole solve, WHOLE_SHARE);
 2. its max-min shares are solved in what the flows outside it leave of each link (progressive
    filling, dlsched.workload.speed.max_min_shares);
 3. the result is checked against the definition of max-min fairness: every flow has a
@@ -30,6 +31,15 @@ from dlsched.workload.speed import max_min_shares
 
 REL_TOL = 1e-12   # rates closer than this (relative) are the same rate
 TOL = 1e-9        # a link this close to full is full; a rate this close to the top is the top
+# Whole solves: an update whose first region (the flows on the links it changes) holds at least
+# 1/WHOLE_SHARE of the live flows, with at least WHOLE_MIN_FLOWS live, solves all of them at once.
+# On contended uplinks such a region grows through two or three solves to most flows anyway, and
+# one solve of all of them costs a third of that (`python benchmarks/net_replay.py replay`, 8:1:
+# 1.35 against 0.52 ms an update; docs/decisions/0062). The shares are the same max-min
+# allocation (it is unique) up to rounding, which REL_TOL absorbs; below WHOLE_MIN_FLOWS nothing
+# changes, bit for bit.
+WHOLE_SHARE = 10
+WHOLE_MIN_FLOWS = 256
 
 
 def net_shares(capacity, *, jit: bool | None = None):
@@ -123,6 +133,9 @@ class NetShares:
             return {}
         users, rate = self.users, self.rate
         region = {f for link in seeds for f in users.get(link, ())}
+        live = len(self.flows)
+        if live >= WHOLE_MIN_FLOWS and len(region) * WHOLE_SHARE >= live:
+            region = set(self.flows)          # a whole solve (WHOLE_SHARE)
         while True:
             new, frozen_at = self._solve(region)
             grow = self._violations(region, new, frozen_at)
