@@ -101,7 +101,8 @@ class Scheduler(LogWriter, Placing):
         self._local_scores = all(sc.node_local for sc, _ in profile.scorers)
         self._fast = FastPlacer.for_profile(profile) if self._local_scores else None
         self._fits_only = len(profile.filters) == 1 and type(profile.filters[0]).__name__ == "FitsFilter"
-        self._room: tuple | None = None           # Placing._refuse: the free GPUs of this round, its answers
+        self._room: tuple | None = None           # Placing._refuse: the free GPUs of this round
+        self._said: dict = {}                     # and its answers, by job shape and free GPUs
         self._dynamic = bool(profile.order.dynamic)
         self._kept = KeptOrder(profile.order) if not (self._static or self._dynamic) and \
             getattr(profile.order, "waiting_keys_kept", False) else \

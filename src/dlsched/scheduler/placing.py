@@ -313,15 +313,20 @@ class Placing:
         the job may fit. Under a deep queue most jobs are such: a round then costs a lookup per
         waiting job, not a placement (issue "Scale ... deep queues"; `python benchmarks/
         bench_policies.py --deep`, RESULTS.md block `deep-queue`). The free GPUs are read once
-        per round and again after each job placed; the answers are kept per job shape while
-        they stay the same."""
+        per round and again after each job placed; the answers are kept per job shape and free
+        GPUs (total or largest block) across rounds: an answer is a function of those alone
+        (`commit` with nothing reserved changes nothing). On the 1M-job run at 8:1, about two
+        rounds a job, making each answer again and masking the free column were a tenth of
+        the run (`python benchmarks/bench_scale.py --million`; decision 0063)."""
         txn = ctx.txn
         room = self._room
         if room is None or room[0] is not txn or room[1] != len(txn.decided):
             free = txn.free_view() if type(txn) is Transaction else txn.free
-            col = free[ctx.snap.up, GPU]
-            room = self._room = (txn, len(txn.decided), float(col.sum()), float(col.max()) if len(col) else None, {})
-        _, _, total, block, said = room
+            col, up = free[:, GPU], ctx.snap.up
+            if not up.all():
+                col = col[up]
+            room = self._room = (txn, len(txn.decided), float(col.sum()), float(col.max()) if len(col) else None)
+        _, _, total, block = room
         if block is None:
             return None
         need, first = rec.gpu_need()
@@ -332,13 +337,16 @@ class Placing:
         spec = rec.spec
         gang = self.profile.gang and spec.is_gang
         if gang and n_todo > 1 and need > total + _EPS:
-            key = ("gang", need)
+            key = ("gang", need, total)
         elif self._fits_only and first > 0 and block < first - _EPS and ctx.snap.cluster.type_mask(spec) is None:
-            key = ("task", first, spec.gpu_type, gang, n_all, n_all - n_todo)
+            key = ("task", first, spec.gpu_type, gang, n_all, n_all - n_todo, block)
         else:
             return None
+        said = self._said
         out = said.get(key)
         if out is None:
+            if len(said) >= 4096:           # (bounded: free totals vary over a run)
+                said.clear()
             if key[0] == "gang":
                 st = Status.unschedulable(f"gang: needs {amount(GPU, need)} in all; {max(total, 0.0):g} free")
             else:
