@@ -455,3 +455,20 @@ def test_validation():
     with pytest.raises(ConfigError, match="1-GPU"):
         hetero.allox(gavel_jobs(s0=2), C111, GAVEL)
     assert math.isfinite(hetero.HeteroJob("x", "A", deadline_in_s=5.0).deadline_in_s)
+
+
+def test_agnostic_policies_without_v100s_take_the_clusters_first_type():
+    """With no reference named by the call and no V100 in the cluster (the runtime's `fake-gpu`
+    nodes under the bundled table, whose reference is V100), the agnostic policies view every
+    type as the cluster's first; before, every round failed with "GPU type 'V100' is not in the
+    cluster" and the runtime held every job (benchmarks/runtime_matrix.py). A type the call
+    names and the cluster lacks is still refused."""
+    cluster = {"P100": 2, "K80": 3}
+    jobs = gavel_jobs()
+    for table in (GAVEL, ThroughputTable("toy", None, GAVEL._alone, GAVEL._pairs)):
+        for policy in (hetero.finish_time_fairness, hetero.min_total_duration):
+            got = policy(jobs, cluster, table)
+            assert got == policy(jobs, cluster, table, reference="K80")
+            assert sum(got["0"].values()) > 0 and sum(got["1"].values()) > 0
+            with pytest.raises(ConfigError, match="'V100' is not in the cluster"):
+                policy(jobs, cluster, table, reference="V100")

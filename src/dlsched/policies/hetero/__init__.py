@@ -33,6 +33,7 @@ from dlsched.policies.hetero.common import (
                                             HeteroJob,
                                             PackedAllocation,
                                             advance_isolated_time,
+                                            agnostic_reference,
                                             effective_throughputs,
                                             job_shares,
 )
@@ -60,7 +61,7 @@ from dlsched.policies.hetero.throughput import (
 )
 
 __all__ = [
-    "Allocation", "HeteroJob", "PackedAllocation", "Warm", "advance_isolated_time", "allox",
+    "Allocation", "HeteroJob", "PackedAllocation", "Warm", "advance_isolated_time", "agnostic_reference", "allox",
     "effective_throughputs", "fifo", "finish_time_fairness", "finish_time_fairness_perf",
     "finish_time_ratios",
     "gandiva", "isolated", "isolated_throughputs", "job_shares", "max_min_fairness",

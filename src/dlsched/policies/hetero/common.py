@@ -119,6 +119,20 @@ def alone_matrix(jobs: Sequence[HeteroJob], types: Sequence[str], table: Table) 
     return np.array(out, dtype=float).reshape(len(jobs), len(types))
 
 
+def agnostic_reference(types: Sequence[str], table: Table, reference: str | None = None) -> str:
+    """The type whose throughput an agnostic policy gives every type: the one the call names;
+    else the table's reference (Gavel's bundled table: V100) or, without one, Gavel's hard-coded
+    V100, where the cluster has it; else the cluster's first type (sorted). A cluster without
+    that type, such as the runtime's `fake-gpu` nodes under the bundled table, has no such
+    column to take: before, every round failed with "GPU type 'V100' is not in the cluster" and
+    the runtime held every job (benchmarks/runtime_matrix.py). A type the call names and the
+    cluster lacks stays an error (reference_matrix)."""
+    if reference:
+        return reference
+    ref = getattr(table, "reference", None) or "V100"
+    return ref if ref in types or not types else types[0]
+
+
 def reference_matrix(T: np.ndarray, types: Sequence[str], reference: str) -> np.ndarray:
     """Gavel's agnostic substitution T[m, j] := T[m, reference] (where the job can run at all)."""
     if reference not in types:

@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from dlsched.policies.hetero.common import (
+    agnostic_reference,
     Allocation,
     HeteroJob,
     Problem,
@@ -123,7 +124,7 @@ def finish_time_fairness(jobs: Sequence[HeteroJob], cluster: Mapping[str, int], 
     if not jobs:
         return {}
     types, N = gpu_types(cluster)
-    ref = reference or getattr(table, "reference", None) or "V100"
+    ref = agnostic_reference(types, table, reference)
     T = reference_matrix(alone_matrix(jobs, types, table), types, ref)
     prob = singles_problem(jobs, types, N, T)
     X = _solve(prob, T, N, "finish_time_fairness", warm).reshape(len(jobs), len(types))

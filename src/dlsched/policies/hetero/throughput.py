@@ -31,6 +31,7 @@ import numpy as np
 
 from dlsched.core.errors import ConfigError
 from dlsched.policies.hetero.common import (
+    agnostic_reference,
     Allocation,
     HeteroJob,
     InfeasibleError,
@@ -108,7 +109,7 @@ def min_total_duration(jobs: Sequence[HeteroJob], cluster: Mapping[str, int], ta
     if not jobs:
         return {}
     types, N = gpu_types(cluster)
-    ref = reference or getattr(table, "reference", None) or "V100"
+    ref = agnostic_reference(types, table, reference)
     T = reference_matrix(alone_matrix(jobs, types, table), types, ref)
     prob = singles_problem(jobs, types, N, T)
     X = _min_duration(prob, jobs, "min_total_duration").reshape(len(jobs), len(types))

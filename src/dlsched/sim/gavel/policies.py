@@ -107,7 +107,8 @@ class _FinishTime:
     def __call__(self, jobs, cluster, table, now):
         if not jobs:
             return {}
-        ref = None if self.perf else (getattr(table, "reference", None) or "V100")
+        # (the agnostic policy's own reference: hetero.common.agnostic_reference)
+        ref = None if self.perf else _h().agnostic_reference(sorted(cluster), table)
         self.iso_time = {j.job_id: self.iso_time[j.job_id] for j in jobs if j.job_id in self.iso_time}   # left: gone
         out = []
         for j in jobs:
