@@ -3,6 +3,7 @@ basis carried from one LP to the next (`Warm`) that changes the vertex at most, 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import pickle
 import random
 
@@ -65,12 +66,14 @@ def test_a_warm_start_through_arrivals_and_departures_keeps_the_optimum(policy):
             ids.append(nxt)
             nxt += 1
         jobs = _jobs(rng, table, ids)
+        if policy == "max_min_fairness":            # weights 1 and 2: alike jobs take no LP (below)
+            jobs = [dataclasses.replace(j, priority_weight=1.0 + int(j.job_id[1:]) % 2) for j in jobs]
         hot, cold = fn(jobs, cluster, table, warm=warm), fn(jobs, cluster, table)
         if policy.startswith("finish"):
             worst = [max(finish_time_ratios(jobs, cluster, table, a).values()) for a in (hot, cold)]
             assert worst[0] == pytest.approx(worst[1], rel=1e-6), step
-        elif policy == "max_min_fairness":          # agnostic: each job's time share, weights 1
-            low, low_c = (min(sum(a[j.job_id].values()) for j in jobs) for a in (hot, cold))
+        elif policy == "max_min_fairness":          # agnostic: each job's time share over its weight
+            low, low_c = (min(sum(a[j.job_id].values()) / j.priority_weight for j in jobs) for a in (hot, cold))
             assert low == pytest.approx(low_c, rel=1e-6), step
         else:                                       # Gavel-LAS: throughput over its 1/n share
             P = proportional_throughputs(alone_matrix(jobs, sorted(cluster), table), np.array([6, 6, 6.0]))
@@ -90,3 +93,22 @@ def test_warm_survives_copy_and_pickle_with_its_basis():
         assert [int(s) for s in other.basis.col_status] == [int(s) for s in warm.basis.col_status]
         assert [int(s) for s in other.basis.row_status] == [int(s) for s in warm.basis.row_status]
         assert other.start(warm.cols, warm.rows) is other.basis
+
+
+@pytest.mark.parametrize("n,scale,weights", [(200, 1, None), (60, 2, None), (300, 1, "mixed")])
+def test_agnostic_las_on_alike_jobs_is_the_lps_answer(monkeypatch, n, scale, weights):
+    """max_min_fairness answers alike, oversubscribed jobs without the LP (max_min's
+    _alike_oversubscribed): the same X as the LP's, and the LP where the jobs are not alike."""
+    from dlsched.policies.hetero import max_min
+    table = load_throughputs("gavel")
+    rng = random.Random(n)
+    jobs = [hetero.HeteroJob(j.job_id, j.job_type, scale, (1.0 + (i % 3)) if weights else 1.0, j.remaining_steps)
+            for i, j in enumerate(_jobs(rng, table, list(range(n))))]
+    cluster = {"V100": 12, "P100": 12, "K80": 12}
+    fast = hetero.max_min_fairness(jobs, cluster, table)
+    took = max_min._alike_oversubscribed(jobs, np.array([12.0] * 3), np.ones((n, 3)))
+    assert (took is None) == bool(weights)
+    monkeypatch.setattr(max_min, "_alike_oversubscribed", lambda *a: None)
+    lp = hetero.max_min_fairness(jobs, cluster, table)
+    assert fast.keys() == lp.keys()
+    assert max(abs(fast[j][t] - lp[j][t]) for j in lp for t in lp[j]) < 1e-9

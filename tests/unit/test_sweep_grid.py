@@ -34,6 +34,42 @@ def test_a_cell_key_covers_its_own_files_only(tmp_path):
     assert before["a.csv"] == after["a.csv"] and before["b.csv"] != after["b.csv"]
 
 
+GRID = """clusters: [seed000]
+workloads: ["poisson:jobs=20,rate=0.01", sample]
+policies: [fifo, sjf]
+seeds: 2
+parameters:
+  start_delay_s: [0, 30]
+"""
+
+
+def test_exclude_leaves_out_the_cells_with_every_value_of_an_entry(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text(GRID + "exclude:\n  - {policy: sjf, workload: sample}\n  - {seed: 1, start_delay_s: 30}\n")
+    cells = load_sweep(f).cells
+    assert not any(c.policy == "sjf" and c.workload == "sample" for c in cells)
+    assert not any(c.seed == 1 and dict(c.params)["start_delay_s"] == 30 for c in cells)
+    # 16 points; sjf on sample: 4; seed 1 with delay 30: 4, one of them counted in both
+    assert len(cells) == 16 - 4 - 4 + 1
+
+
+@pytest.mark.parametrize("entry,field", [
+    ("{policy: sfj}", "exclude[0].policy"),                     # a typo matches nothing: an error
+    ("{workload: smaple}", "exclude[0].workload"),
+    ("{seed: 2}", "exclude[0].seed"),
+    ("{start_delay_s: 31}", "exclude[0].start_delay_s"),
+    ("{policy: fifo, polcy: sjf}", "exclude[0].polcy"),
+    ("{}", "exclude[0]"),
+    ("fifo", "exclude[0]"),
+])
+def test_a_bad_exclude_entry_is_one_error_naming_its_field(tmp_path, entry, field):
+    f = tmp_path / "s.yaml"
+    f.write_text(GRID + f"exclude:\n  - {entry}\n")
+    with pytest.raises(DlschedError) as e:
+        load_sweep(f)
+    assert field in str(e.value) and "s.yaml" in str(e.value)
+
+
 @pytest.mark.parametrize("text,want", [("p95_wait_s<=1h", Target("p95_wait_s", "<=", 3600.0)),
                                        ("mean_jct_s <= 2d", Target("mean_jct_s", "<=", 172800.0)),
                                        ("gpu_util>=0.75", Target("gpu_util", ">=", 0.75))])

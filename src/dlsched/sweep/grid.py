@@ -15,6 +15,13 @@
     semantics: gavel                   # optional: Gavel's round mechanism (gavel-* policies; its
                                        # one parameter: window: [[4000, 5000]], the jobs that must
                                        # finish, by position)
+    exclude:                           # optional: points of the grid left out; a cell goes when
+      - {policy: tiresias, workload: philly-sample}      # it has every value of one entry
+      - {policy: fifo, round_s: 300}   # keys: cluster, workload, policy, seed or a parameter
+
+An exclude entry's keys are `cluster`, `workload`, `policy`, `seed` and the parameters' names,
+each with one value of its axis as the file writes it; a value the grid does not have is an
+error (a typo would otherwise leave the cell in).
 
 A component parameter applies to the policies that have that component; the other policies run
 once per value of the rest of the grid. Every value is checked (each policy built with it) before
@@ -32,7 +39,7 @@ from typing import Any
 
 from dlsched.core.errors import ConfigError, DlschedError
 
-TOP = {"name", "clusters", "workloads", "policies", "seeds", "parameters", "semantics"}
+TOP = {"name", "clusters", "workloads", "policies", "seeds", "parameters", "semantics", "exclude"}
 SIM_OPTIONS = ("restart_delay_s", "start_delay_s")
 TENANCY_OPTIONS = ("queues", "tenancy")      # simulate's queues= and tenancy= (dlsched.tenancy)
 POLICY_SETTINGS = ("round_s", "gang", "blocking")
@@ -168,6 +175,33 @@ def _tenancy_values(k: str, vals: list, where: str, file: str, base: Path, input
     return out
 
 
+def _excludes(spec: dict, file: str, axes: dict[str, tuple[list, list]]) -> list[dict[str, str]]:
+    """The `exclude` entries as {axis: the value's identity in a cell}. `axes`: name -> (the values
+    as the file writes them, the same as cells hold them)."""
+    raw = spec.get("exclude")
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ConfigError("exclude", "must be a list of mappings such as {policy: fifo, seed: 1}", file=file)
+    out = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict) or not entry:
+            raise ConfigError(f"exclude[{i}]", f"must be a non-empty mapping of {', '.join(axes)} to a value, "
+                              f"got {entry!r}", file=file)
+        one = {}
+        for k, v in entry.items():
+            if k not in axes:
+                raise ConfigError(f"exclude[{i}].{k}", f"unknown key (keys: {', '.join(axes)})", file=file)
+            written, held = axes[k]
+            at = [j for j, w in enumerate(written) if w == v and type(w) is type(v)]
+            if not at:
+                raise ConfigError(f"exclude[{i}].{k}", f"{v!r} is not a value of the grid "
+                                  f"({', '.join(map(str, written))})", file=file)
+            one[k] = json.dumps(held[at[0]])
+        out.append(one)
+    return out
+
+
 def load_sweep(path: str | Path) -> Sweep:
     """Parse and validate a sweep file into its cells."""
     importlib.import_module("dlsched.policies")   # registers the profiles
@@ -256,6 +290,11 @@ def load_sweep(path: str | Path) -> Sweep:
                     raise ConfigError(f"{where}[{j}]", f"must be a number >= 0, got {v!r}", file=file)
         axes.append((k, vals))
 
+    written = lambda key: spec[key] if isinstance(spec[key], list) else [spec[key]]   # noqa: E731
+    excludes = _excludes(spec, file, {"cluster": (written("clusters"), clusters),
+                                      "workload": (written("workloads"), workloads),
+                                      "policy": (policies, policies), "seed": (seeds, seeds),
+                                      **{k: (grid[k], vals) for k, vals in axes}})
     cells: list[Cell] = []
     seen: set[str] = set()
     for policy in policies:
@@ -277,6 +316,10 @@ def load_sweep(path: str | Path) -> Sweep:
                 qrefs = [v for k, v in params if k == "queues"]
                 own = tuple((ref, inputs[ref]) for ref in (cl, wl, *qrefs) if ref in inputs)   # its files' contents
                 cell = Cell(cl, wl, policy, seed, params, own)
+                if excludes:
+                    have = {"cluster": cl, "workload": wl, "policy": policy, "seed": seed, **dict(params)}
+                    if any(all(json.dumps(have.get(k)) == v for k, v in e.items()) for e in excludes):
+                        continue
                 ident = json.dumps([cl, wl, policy, seed, [list(p) for p in params]])   # values may be lists
                 if ident not in seen:
                     seen.add(ident)

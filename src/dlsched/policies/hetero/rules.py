@@ -117,7 +117,8 @@ def fifo(jobs: Sequence[HeteroJob], cluster: Mapping[str, int], table: Table, *,
             free[t] -= job.scale_factor
             if free[t] == 0:
                 avail.pop(fits[pick][0])
-    alloc: Allocation = {j.job_id: {t: 0.0 for t in types} for j in jobs}
+    zero = dict.fromkeys(types, 0.0)
+    alloc: Allocation = {j.job_id: zero.copy() for j in jobs}
     for job_id, t in placed.items():
         alloc[job_id][t] = 1.0
     if mode != "packed":

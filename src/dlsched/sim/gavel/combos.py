@@ -165,7 +165,7 @@ class ComboBook:
         for c, row in alloc.items():
             s = self.slot.get(c)
             if s is not None:
-                vals = [row[t] for t in types]
+                vals = [row.get(t, 0.0) for t in types]
                 if any(vals):
                     slots.append(s)
                     rows.append(vals)

@@ -35,11 +35,12 @@ Allocation = dict[Combo, dict[str, float]]
 
 
 def _singles(alloc: Mapping[str, Mapping[str, float]]) -> Allocation:
-    return {(job_id,): dict(row) for job_id, row in alloc.items()}
+    """Keyed by combination; the rows are the policy's own (fresh at each call, read only)."""
+    return {(job_id,): row for job_id, row in alloc.items()}
 
 
 def _packed(alloc: Mapping[tuple[str, ...], Mapping[str, float]]) -> Allocation:
-    return {tuple(k): dict(row) for k, row in alloc.items()}
+    return {k if type(k) is tuple else tuple(k): row for k, row in alloc.items()}
 
 
 class _Stateless:
