@@ -253,9 +253,6 @@ def max_min_fairness_water_filling(jobs: Sequence[HeteroJob], cluster: Mapping[s
         return {}
     types, N = gpu_types(cluster)
     ones = (alone_matrix(jobs, types, table) > 0).astype(float)
-    alike = _alike_oversubscribed(jobs, N, ones)
-    if alike is not None:
-        return dict(zip((j.job_id for j in jobs), (dict(zip(types, row)) for row in alike.tolist())))
     prob = singles_problem(jobs, types, N, ones)
     x = _water_fill(prob, proportional_throughputs(ones, N), entities, "max_min_fairness_water_filling")
     return to_allocation(prob, spread_type_blind(x.reshape(len(jobs), len(types)), N, ones, _scale(jobs)).ravel())
