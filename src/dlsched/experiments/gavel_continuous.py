@@ -56,9 +56,13 @@ PUBLISHED: dict[str, tuple[str, tuple]] = {
 # arguments and the same jobs), run by us on 2026-11-27 where it finished in reasonable time; the
 # mean JCT (h) of jobs 4000-4999. Not shipped, not computed here: a reference beside the notebook's
 # figures, which its current code does not give (FIFO at 4.4 jobs/h: 51.80 h, the notebook 44.28).
+# Gavel-FTF at 5.2 and 5.6 (run 2026-12-02): at 5.2 ECOS 2.0.14 fails (cvxpy SolverError at
+# t = 690,834 s, 78 jobs active, and the run stops); that one reset of 2,013 was solved by
+# Clarabel, every other by ECOS (docs/policies/gavel.md). At 5.6 ECOS solved all 2,039.
 GAVEL_CODE: dict[tuple[str, float], float] = {("FIFO", 4.4): 51.803765, ("LAS", 4.8): 38.0172,
                                                ("AlloX", 4.0): 18.0170, ("Gavel-FTF", 4.8): 22.0035,
-                                               ("FTF", 4.8): 35.7385}     # (FTF: run 2026-12-02)
+                                               ("FTF", 4.8): 35.7385,     # (FTF: run 2026-12-02)
+                                               ("Gavel-FTF", 5.2): 26.4910, ("Gavel-FTF", 5.6): 33.4577}
 CHECKED = ("FIFO", "Gavel-FIFO", "LAS", "Gavel-LAS", "FTF", "Gavel-FTF", "Gandiva", "AlloX")
 
 
