@@ -62,7 +62,8 @@ PUBLISHED: dict[str, tuple[str, tuple]] = {
 GAVEL_CODE: dict[tuple[str, float], float] = {("FIFO", 4.4): 51.803765, ("LAS", 4.8): 38.0172,
                                                ("AlloX", 4.0): 18.0170, ("Gavel-FTF", 4.8): 22.0035,
                                                ("FTF", 4.8): 35.7385,     # (FTF: run 2026-12-02)
-                                               ("Gavel-FTF", 5.2): 26.4910, ("Gavel-FTF", 5.6): 33.4577}
+                                               ("Gavel-FTF", 5.2): 26.4910, ("Gavel-FTF", 5.6): 33.4577,
+                                               ("Gandiva", 4.4): 30.0839}     # (Gandiva 4.4: 2026-12-02)
 CHECKED = ("FIFO", "Gavel-FIFO", "LAS", "Gavel-LAS", "FTF", "Gavel-FTF", "Gandiva", "AlloX")
 
 
