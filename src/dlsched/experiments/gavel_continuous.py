@@ -13,12 +13,13 @@ averages seeds 0-2, whose means are not printed); read from the notebook, not co
 (research/hetero-adaptive.md, section 1.5). Ours are computed from the runs.
 
 Gavel's own simulator, run on the same jobs (`GAVEL_CODE`), gives our figures job for job for
-FIFO, Gandiva and AlloX, and the same means for LAS (its ECOS answers break priority ties by
-solver noise) and, within 3.4 % and 4.7 %, Gavel-FTF and FTF (ECOS's interior point against
-HiGHS's vertex), but not
-its notebook's: FIFO at 4.4 jobs/h is 51.80 h in its code and 44.28 h in the notebook, LAS at 4.8
-38.02 h against 35.79, AlloX at 4.0 18.02 h against 17.13. So the notebook was made by another
-version of Gavel (docs/policies/gavel.md).
+FIFO and AlloX, and Gandiva's for its first 1,464 jobs (its mean at 4.4 jobs/h 1.2 % above
+ours); the same means for LAS (its ECOS answers break priority ties by solver noise) and, within
+0.7 % to 4.7 %, Gavel-FTF and FTF (ECOS's interior point against HiGHS's vertex), but not its
+notebook's: FIFO at 4.4 jobs/h is 51.80 h in its code and 44.28 h in the notebook, Gandiva at
+4.4 30.08 h against 25.65, Gavel-FTF at 5.2 26.49 h against 23.38, LAS at 4.8 38.02 h against
+35.79, AlloX at 4.0 18.02 h against 17.13. So the notebook was made by another version of Gavel
+(docs/policies/gavel.md).
 
 Checks (the issue's G2): below the knee each policy's mean JCT is within 5 % of Gavel's (its
 code's on the same jobs where we ran it, which the table prints beside its notebook's; its
