@@ -290,9 +290,8 @@ def load_sweep(path: str | Path) -> Sweep:
                     raise ConfigError(f"{where}[{j}]", f"must be a number >= 0, got {v!r}", file=file)
         axes.append((k, vals))
 
-    written = lambda key: spec[key] if isinstance(spec[key], list) else [spec[key]]   # noqa: E731
-    excludes = _excludes(spec, file, {"cluster": (written("clusters"), clusters),
-                                      "workload": (written("workloads"), workloads),
+    excludes = _excludes(spec, file, {"cluster": (_list(spec, "clusters", file), clusters),
+                                      "workload": (_list(spec, "workloads", file), workloads),
                                       "policy": (policies, policies), "seed": (seeds, seeds),
                                       **{k: (grid[k], vals) for k, vals in axes}})
     cells: list[Cell] = []
