@@ -37,6 +37,7 @@ import time as _time
 import numpy as np
 
 from dlsched.core.types import GPU, NRES
+from dlsched.sim import fastloop_tenancy
 from dlsched.sim.fastloop_kernel import (ARRIVE, DONE, FINISH, LAUNCH, PARTIAL, PENDING, RATE,  # noqa: F401
                                          REJECTED, ROUND, RUNNING, _loop_py)
 
@@ -76,12 +77,15 @@ def run(sched, backend, progress=None) -> bool:
     if inp is None:
         return False
     out = _call(inp)
-    (op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji,
-     (nop, npl, ng, ntl, now, eff_gpu_s, effective, eff_t, nrounds, left), wall) = out
+    (op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji, *acc,
+     (nop, npl, ng, ntl, now, eff_gpu_s, effective, eff_t, nrounds, left, nw, t_last), wall) = out
     if left:
         return False        # jobs left waiting (a non-gang profile that does not block): Python's
     _write(sched, backend, inp, wall, op[:nop], op_t[:nop], op_j[:nop], op_a[:nop], op_b[:nop],
            pl_task[:npl], pl_node[:npl], pl_goff[:npl], gbuf[:ng], tl_f[:ntl], tl_n[:ntl], jf, ji, nrounds)
+    if sched.tenancy is not None:
+        inp["state"] = ji[:, 0]
+        fastloop_tenancy.write(sched, backend, inp, acc, nrounds, nw, float(t_last))
     be = backend
     be._now = float(now)
     be._eff_gpu_s, be._effective, be._eff_t = float(eff_gpu_s), float(effective), float(eff_t)
@@ -98,17 +102,21 @@ def _call(inp: dict) -> tuple:
     T = len(inp["tdem"])
     G = int(inp["tgpu"].sum())
     m = 5 * n + T + 8                  # records: at most an arrival, a finish, a rate, two rounds
+    L = len(inp["tnom"])
+    R = 2 * n + 2 if L else 0          # rounds and the accounts' intervals: at most one per event time
     outs = (np.zeros(m, np.int8), np.zeros(m, np.float64), np.zeros(m, np.int64), np.zeros(m, np.int64),
             np.zeros(m, np.int64),                                   # per job, and a launch per task
             np.zeros(T, np.int64), np.zeros(T, np.int64), np.zeros(T, np.int64), np.zeros(max(G, 1), np.int64),
             np.zeros((2 * n + 2, 4), np.float64), np.zeros((2 * n + 2, 2), np.int64),   # a sample per event time
-            np.zeros((n, 6), np.float64), np.zeros((n, 2), np.int64))
+            np.zeros((n, 6), np.float64), np.zeros((n, 2), np.int64),
+            np.zeros(R), np.zeros((R, L)), np.zeros((R, L)), np.zeros((R, L)), np.zeros((R, L)),
+            np.zeros(R, np.bool_), np.zeros(R), np.zeros((R, L)), np.zeros(R, np.int64))
     t0 = _time.perf_counter()
     counts = _kernel(
         inp["arr_order"], inp["arr_t"], inp["keyrank"], inp["idrank"], inp["rejected"], inp["work"],
         inp["ntask"], inp["toff"], inp["tdem"], inp["tgpu"], inp["dem"], inp["thr_n"], inp["thr_dim"],
         inp["thr_val"], inp["want"], inp["node_type"], inp["node_gpus"], inp["free"], inp["gload"],
-        inp["gang"], inp["blocking"], *outs)
+        inp["gang"], inp["blocking"], inp["tq"], inp["tg"], inp["tnom"], inp["tcap"], inp["tstrict"], *outs)
     return (*outs, counts, _time.perf_counter() - t0)
 
 
@@ -125,7 +133,7 @@ def warm() -> float:
            "dem": np.ones((1, NRES)), "thr_n": one, "thr_dim": np.zeros((1, NRES), np.int64),
            "thr_val": np.full((1, NRES), 1 - _EPS), "want": np.full(1, -1, np.int64), "node_type": i1,
            "node_gpus": one, "free": np.ones((1, NRES)), "gload": np.zeros((1, 1), np.int64),
-           "gang": False, "blocking": True}
+           "gang": False, "blocking": True, **fastloop_tenancy.NONE}
     _call(inp)
     return _time.perf_counter() - t0
 
@@ -138,12 +146,14 @@ def _profile_applies(sched) -> bool:
     from dlsched.policies.place.first_fit import FirstFitScorer
     from dlsched.policies.place.fits import FitsFilter
     p = sched.profile
-    if getattr(sched, "tenancy", None) is not None:
-        return False           # quotas are the Python loop's (dlsched.tenancy)
+    ten = getattr(sched, "tenancy", None)
+    if ten is not None and not fastloop_tenancy.applies(sched):
+        return False           # quotas the walk here does not mirror: the Python loop's
+    own = [c for c in sched._observers if c is not ten], [c for c in sched._wakers if c is not ten]
     return (type(p.order) is FifoOrder and len(p.filters) == 1 and type(p.filters[0]) is FitsFilter
             and len(p.scorers) == 1 and type(p.scorers[0][0]) is FirstFitScorer and not p.actions
             and not p.placers and type(p.allocator) is RequestedAllocate and p.event_rounds and not p.round_s
-            and not sched._observers and not sched._wakers and not sched._stateful and sched.sink is None
+            and not own[0] and not own[1] and not sched._stateful and sched.sink is None
             and not sched.jobs and not len(sched.log) and not len(sched.rounds) and not len(sched.timeline)
             and not sched.queue and not sched.running and sched._next_tick is None)
 
@@ -186,6 +196,7 @@ def _inputs(sched, be) -> dict | None:
     tdem: list[int] = []
     tgpu: list[int] = []
     never = sched.never_fits
+    ten = sched.tenancy
     for j, s in enumerate(specs):
         if (s.kind != "dl" or s.iterations is not None or s.save_s != 0 or s.gpu_types is not None
                 or not (s.launch_s == 0 or (s.launch_s is None and s.data_gb is None))):
@@ -211,7 +222,7 @@ def _inputs(sched, be) -> dict | None:
         ntask[j] = len(tasks)
         tdem.extend(sh[1])
         tgpu.extend(sh[2])
-        why = never(s, be)
+        why = never(s, be) or (ten is not None and ten.never_fits(s))
         if why:
             rejected[j] = True
             reasons[j] = why
@@ -235,6 +246,9 @@ def _inputs(sched, be) -> dict | None:
             thr_dim[u, x], thr_val[u, x] = r, v
     toff = np.zeros(n + 1, np.int64)
     np.cumsum(ntask, out=toff[1:])
+    quotas = fastloop_tenancy.inputs(sched, specs) if ten is not None else fastloop_tenancy.NONE
+    if quotas is None:
+        return None
     st = be.state
     p = sched.profile
     return {"specs": specs, "ids": ids, "reasons": reasons, "work": work, "arr_order": np.asarray(be._arr_order, np.int64),
@@ -244,7 +258,8 @@ def _inputs(sched, be) -> dict | None:
             "node_type": np.array(cl.node_gpu_type, np.int64),     # (a copy: the cluster's is read-only)
             "node_gpus": np.array([nd.gpus for nd in cl.nodes], np.int64),
             "free": np.array(st.free, dtype=np.float64, order="C"), "gload": np.array(st.gpu_load, dtype=np.int64),
-            "gang": bool(p.gang), "blocking": bool(p.blocking)}
+            "gang": bool(p.gang), "blocking": bool(p.blocking),
+            **quotas}
 
 
 def _shape(tasks, demands: dict):

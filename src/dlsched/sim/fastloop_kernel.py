@@ -22,15 +22,25 @@ PENDING, PARTIAL, RUNNING, DONE, REJECTED = range(5)
 
 
 def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tdem, tgpu, dem, thr_n, thr_dim,
-             thr_val, want, node_type, node_gpus, free, gload, gang, blocking,
-             op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji):
+             thr_val, want, node_type, node_gpus, free, gload, gang, blocking, tq, tg, tnom, tcap, tstrict,
+             op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji,
+             r_t, r_dem, r_nq, r_npl, r_h, r_flag, w_dt, w_h, w_r):
     """Scheduler._run over SimBackend.poll/apply for the jobs and cluster given as arrays (see
     `run` for each). Writes the records (op*: one per arrival, finish, round, launch and rate
     change, in the order the Python loop writes them), the placements (pl*, gbuf: the GPU ids),
     the timeline samples (tl_f: time, allocated, effective, partial; tl_n: running, queued), and
     per job jf (first start, finish, remaining, gpu_s, first progress, attained GPU-s) and ji
     (state, stats row). Returns (records, samples, now, effective GPU-s, effective GPUs, its
-    time, rounds, jobs left unfinished)."""
+    time, rounds, jobs left unfinished, the accounts' rows, the time of their last).
+
+    Under quotas (L = len(tnom) leaves > 0; dlsched.sim.fastloop_tenancy says where): each job's
+    leaf tq and GPUs tg, each leaf's nominal tnom and admission cap tcap. A round is then
+    Tenancy.admit's walk (the head of least Kueue key: within nominal first, then the queue's
+    order; admitted while its leaf stays within its cap; a refused head blocks its leaf where
+    tstrict) and Placing._place_per_queue over the admitted; per round (r_*: time, demand,
+    jobs refused, admitted but not placed, the accounts' held GPUs, the idle flag) and per
+    interval of Accounts.advance (w_*: length, held GPUs, the round in force) what
+    Accounts.round and Accounts.advance keep, for dlsched.sim.fastloop_tenancy to sum."""
     n = arr_order.shape[0]
     inf = np.inf
     nan = np.nan
@@ -84,6 +94,29 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     ntl = 0
     nrows = 0
     nrounds = 0
+    # under quotas: per leaf the holders' requests, the GPUs held, the accounts' held GPUs, the
+    # walk's usage, its lanes (count, offset, head, end), refused, decided and asked; per job
+    # whether it holds and the round it was decided in
+    L = tnom.shape[0]
+    tused = np.zeros(L, np.float64)
+    theld = np.zeros(L, np.float64)
+    acc_h = np.zeros(L, np.float64)
+    tw = np.zeros(L, np.float64)
+    asked = np.zeros(L, np.float64)
+    lcnt = np.zeros(L, np.int64)
+    loff = np.zeros(L, np.int64)
+    lhead = np.zeros(L, np.int64)
+    nref = np.zeros(L, np.int64)
+    ndec = np.zeros(L, np.int64)
+    blk = np.zeros(L, np.bool_)
+    holder = np.zeros(n if L > 0 else 0, np.bool_)
+    decr = np.full(n if L > 0 else 0, -1, np.int64)
+    lbuf = np.empty(n if L > 0 else 0, np.int64)
+    adm = np.empty(n if L > 0 else 0, np.int64)
+    nw = 0
+    cur_r = -1
+    t_last = -1.0
+    t_set = False
     while hn > 0 or ai < n:
         tf = ht[0] if hn > 0 else inf
         ta = arr_t[arr_order[ai]] if ai < n else inf
@@ -91,6 +124,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
         if t > now:
             now = t
         dirty = False
+        fin = False
         # -- finishes at now (SimBackend._handle Finish, then Scheduler.handle JobFinish)
         while hn > 0 and ht[0] <= now:
             j = hj[0]
@@ -135,6 +169,11 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                         busy -= 1
             gpu_s[j] += hold[j] * (now - since[j])
             since[j] = now
+            if L > 0 and holder[j]:                  # Tenancy._update: it holds nothing now
+                tused[tq[j]] -= tg[j]
+                theld[tq[j]] -= hold[j]
+                holder[j] = False
+            fin = True
             jf[j, 5] += (now - svc[j]) * hold[j]     # Scheduler._settle_service
             hold[j] = 0.0
             state[j] = DONE
@@ -168,14 +207,77 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
             q[lo] = j
             qn += 1
             dirty = True
+        # -- Tenancy.observe: the accounts integrate up to now where what is held changed
+        if L > 0 and (fin or not t_set):
+            if t_set and now > t_last:
+                w_dt[nw] = now - t_last
+                w_h[nw, :] = acc_h
+                w_r[nw] = cur_r
+                nw += 1
+            t_set = True
+            t_last = now
+            acc_h[:] = theld
         # -- the round (Scheduler.round: each waiting job in order, its tasks by first fit)
         if dirty and qn > 0:
             op[nop], op_t[nop], op_a[nop] = ROUND, now, qn
             nop += 1
             nrounds += 1
             nl = 0
-            for qi in range(qn):
-                j = q[qi]
+            na = qn
+            if L > 0:                        # Tenancy.admit: the lanes, then the walk
+                for x in range(L):
+                    lcnt[x] = 0
+                    asked[x] = 0.0
+                    nref[x] = 0
+                    ndec[x] = 0
+                    blk[x] = False
+                    tw[x] = tused[x]
+                for qi in range(qn):
+                    lcnt[tq[q[qi]]] += 1
+                    asked[tq[q[qi]]] += tg[q[qi]]
+                c = 0
+                for x in range(L):
+                    loff[x] = c
+                    lhead[x] = c
+                    c += lcnt[x]
+                for qi in range(qn):
+                    x = tq[q[qi]]
+                    lbuf[lhead[x]] = q[qi]
+                    lhead[x] += 1
+                for x in range(L):
+                    lhead[x] = loff[x]
+                na = 0
+                while True:
+                    best = -1
+                    bpart = 2
+                    brank = 0
+                    for x in range(L):
+                        if lhead[x] < loff[x] + lcnt[x]:
+                            j = lbuf[lhead[x]]
+                            part = 0 if (tg[j] <= 1e-9 or tw[x] + tg[j] <= tnom[x] + 1e-9) else 1
+                            if part < bpart or (part == bpart and keyrank[j] < brank):
+                                best, bpart, brank = x, part, keyrank[j]
+                    if best < 0:
+                        break
+                    x = best
+                    j = lbuf[lhead[x]]
+                    if tg[j] <= 1e-9 or tw[x] + tg[j] <= tcap[x] + 1e-9:
+                        tw[x] += tg[j]
+                        adm[na] = j
+                        na += 1
+                        lhead[x] += 1
+                    else:
+                        nref[x] += 1
+                        if tstrict:
+                            nref[x] += loff[x] + lcnt[x] - lhead[x] - 1
+                            lhead[x] = loff[x] + lcnt[x]
+                        else:
+                            lhead[x] += 1
+                op_a[nop - 1] = na
+            for qi in range(na):
+                j = q[qi] if L == 0 else adm[qi]
+                if L > 0 and blk[tq[j]]:
+                    continue
                 first = toff[j] + nplaced[j]
                 end = toff[j] + ntask[j]
                 ok = True
@@ -254,8 +356,35 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                         nplaced[j] = have_n
                     if have_n < ntask[j]:
                         ok = False
-                if not ok and blocking:
+                if not ok and L == 0 and blocking:
                     break
+                if not ok and L > 0 and tstrict:
+                    blk[tq[j]] = True
+            if L > 0:                        # Accounts.round, then its advance
+                r = nrounds - 1
+                flag = False
+                for li in range(nl):
+                    ndec[tq[launched[li]]] += 1
+                    decr[launched[li]] = r
+                for x in range(L):
+                    r_dem[r, x] = tused[x] + asked[x]
+                    r_nq[r, x] = nref[x]
+                    r_npl[r, x] = lcnt[x] - nref[x] - ndec[x]
+                    r_h[r, x] = acc_h[x]
+                    if not flag and lcnt[x] > 0:
+                        for y in range(loff[x], loff[x] + lcnt[x]):
+                            if decr[lbuf[y]] != r:
+                                flag = tw[x] + tg[lbuf[y]] <= tnom[x] + 1e-9
+                                break
+                r_t[r] = now
+                r_flag[r] = flag
+                if now > t_last:
+                    w_dt[nw] = now - t_last
+                    w_h[nw, :] = acc_h
+                    w_r[nw] = cur_r
+                    nw += 1
+                t_last = now
+                cur_r = r
             # -- SimBackend.apply: each launch's _take, then _refresh
             for li in range(nl):
                 j = launched[li]
@@ -269,6 +398,13 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                 gpu_s[j] += hold[j] * (now - since[j])
                 since[j] = now
                 hold[j] += add
+                if L > 0:                            # Tenancy._update (observe after the apply)
+                    theld[tq[j]] += add
+                    if not holder[j]:
+                        tused[tq[j]] += tg[j]
+                        holder[j] = True
+            if L > 0 and nl > 0:
+                acc_h[:] = theld
             for li in range(nl):                     # touched jobs in job-id order
                 touched[li] = launched[li]
             for li in range(1, nl):
@@ -351,4 +487,4 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
         jf[j, 3] = gpu_s[j]
         if state[j] != DONE and state[j] != REJECTED:
             left += 1
-    return nop, npl, ng, ntl, now, eff_gpu_s, effective, eff_t, nrounds, left
+    return nop, npl, ng, ntl, now, eff_gpu_s, effective, eff_t, nrounds, left, nw, t_last

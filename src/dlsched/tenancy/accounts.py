@@ -37,6 +37,7 @@ from dlsched.core.types import GPU
 
 _EPS = 1e-9
 _JOB_ID = attrgetter("job_id")
+BLOCK = 4096            # intervals kept before flush sums them
 
 
 class Accounts:
@@ -90,7 +91,7 @@ class Accounts:
         if self.t is not None and now > self.t:
             self._rows.append((now - self.t, self.h, self.ed, self.nq, self.npl,
                                self.capacity if self.idle_flag else -1.0))
-            if len(self._rows) >= 4096:
+            if len(self._rows) >= BLOCK:
                 self.flush()
         self.t = now
         if held is not self.held:
@@ -109,12 +110,19 @@ class Accounts:
         if not rows:
             return
         self._rows = []
-        dt = np.array([r[0] for r in rows])
+        self.add_block(np.array([r[0] for r in rows]), np.array([r[1] for r in rows]),
+                       np.array([r[2] for r in rows]), np.array([r[3] for r in rows]),
+                       np.array([r[4] for r in rows]), np.array([r[5] for r in rows]))
+
+    def add_block(self, dt, h, ed, nq, npl, cap) -> None:
+        """Add a block of intervals to the integrals: their lengths, and per interval the held
+        GPUs, min(entitled, demand), jobs waiting by quota and by placement per queue, and the
+        capacity where a job within its nominal waited (else -1). flush's sum of its rows; the
+        compiled run (dlsched.sim.fastloop_tenancy) hands its intervals here in the same blocks."""
         col = dt[:, None]
-        h = np.array([r[1] for r in rows])
         acc, nom = self.acc, self.nom
         acc["used_gpu_s"] += (h * col).sum(axis=0)
-        acc["entitled_gpu_s"] += (np.array([r[2] for r in rows]) * col).sum(axis=0)
+        acc["entitled_gpu_s"] += (ed * col).sum(axis=0)
         over = np.maximum(h - nom, 0.0)
         idle = np.maximum(nom - h, 0.0)
         acc["borrowed_gpu_s"] += (over * col).sum(axis=0)
@@ -123,9 +131,8 @@ class Accounts:
         if lend.any():
             w = np.minimum(b, i)[lend] / i[lend] * dt[lend]
             acc["lent_gpu_s"] += (idle[lend] * w[:, None]).sum(axis=0)
-        acc["quota_wait_s"] += (np.array([r[3] for r in rows]) * col).sum(axis=0)
-        acc["placement_wait_s"] += (np.array([r[4] for r in rows]) * col).sum(axis=0)
-        cap = np.array([r[5] for r in rows])
+        acc["quota_wait_s"] += (nq * col).sum(axis=0)
+        acc["placement_wait_s"] += (npl * col).sum(axis=0)
         on = cap >= 0
         if on.any():
             self.idle_within_quota_gpu_s += float((np.maximum(0.0, cap[on] - h[on].sum(axis=1)) * dt[on]).sum())
