@@ -48,6 +48,8 @@ def random_jobs(rng, n):
             row["gpu_type"] = str(rng.choice(["V100", "K80", "A100"]))     # A100: no such node
         if rng.random() < 0.03:
             row["workers"] = 400                                           # larger than the cluster
+        if rng.random() < 0.3:
+            row["deadline_s"] = float(t + rng.integers(0, 20000))          # (edf's order)
         jobs.append(job_from_row(row))
     return jobs
 
@@ -89,7 +91,8 @@ def assert_same(ref, got):
 
 # the last: workers one at a time and no head of line; jobs may hold parts of the cluster
 # between them for good, and a run whose jobs are left waiting goes back to Python
-PROFILES = [("fifo", None), ("fifo-gang", None), ("fifo-backfill", None), ("fifo", {"blocking": False})]
+PROFILES = [("fifo", None), ("fifo-gang", None), ("fifo-backfill", None), ("fifo", {"blocking": False}),
+            ("edf", None), ("sjf", None), ("sjf", {"gang": False})]
 
 
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p[0] + ("+" if p[1] else ""))

@@ -116,7 +116,7 @@ def _call(inp: dict) -> tuple:
         inp["arr_order"], inp["arr_t"], inp["keyrank"], inp["idrank"], inp["rejected"], inp["work"],
         inp["ntask"], inp["toff"], inp["tdem"], inp["tgpu"], inp["dem"], inp["thr_n"], inp["thr_dim"],
         inp["thr_val"], inp["want"], inp["node_type"], inp["node_gpus"], inp["free"], inp["gload"],
-        inp["gang"], inp["blocking"], inp["tq"], inp["tg"], inp["tnom"], inp["tcap"], inp["tstrict"], *outs)
+        inp["gang"], inp["blocking"], inp["tq"], inp["trank"], inp["tg"], inp["tnom"], inp["tcap"], inp["tstrict"], *outs)
     return (*outs, counts, _time.perf_counter() - t0)
 
 
@@ -139,10 +139,10 @@ def warm() -> float:
 
 
 def _profile_applies(sched) -> bool:
-    """The profile is the FIFO family's: fifo order, the fits filter, first fit, the requested
-    allocation, nothing else; rounds on events only; a scheduler that has not run."""
+    """The profile is the FIFO family's: an order whose keys are fixed at arrival (fifo, edf,
+    sjf: _static_key), the fits filter, first fit, the requested allocation, nothing else;
+    rounds on events only; a scheduler that has not run."""
     from dlsched.policies.allocate.requested import RequestedAllocate
-    from dlsched.policies.order.fifo import FifoOrder
     from dlsched.policies.place.first_fit import FirstFitScorer
     from dlsched.policies.place.fits import FitsFilter
     p = sched.profile
@@ -150,12 +150,29 @@ def _profile_applies(sched) -> bool:
     if ten is not None and not fastloop_tenancy.applies(sched):
         return False           # quotas the walk here does not mirror: the Python loop's
     own = [c for c in sched._observers if c is not ten], [c for c in sched._wakers if c is not ten]
-    return (type(p.order) is FifoOrder and len(p.filters) == 1 and type(p.filters[0]) is FitsFilter
+    return (_static_key(p.order) is not None and len(p.filters) == 1 and type(p.filters[0]) is FitsFilter
             and len(p.scorers) == 1 and type(p.scorers[0][0]) is FirstFitScorer and not p.actions
             and not p.placers and type(p.allocator) is RequestedAllocate and p.event_rounds and not p.round_s
             and not own[0] and not own[1] and not sched._stateful and sched.sink is None
             and not sched.jobs and not len(sched.log) and not len(sched.rounds) and not len(sched.timeline)
             and not sched.queue and not sched.running and sched._next_tick is None)
+
+
+def _static_key(order):
+    """Each job's key (before the framework's submit time and id) as a function of its spec, for
+    an order whose key is fixed from its arrival and read from the spec alone (sjf: its total work
+    from the duration, the kernel taking no job of known model or iterations); None for others."""
+    from types import SimpleNamespace
+
+    from dlsched.policies.order.edf import EdfOrder
+    from dlsched.policies.order.fifo import FifoOrder
+    from dlsched.policies.order.sjf import SjfOrder
+    t = type(order)
+    if t is FifoOrder or t is EdfOrder:
+        return lambda s: order.key(SimpleNamespace(spec=s), None)
+    if t is SjfOrder:
+        return lambda s: order.scaled(SimpleNamespace(spec=s), order.work.estimate(s, None))
+    return None
 
 
 def _backend_applies(be) -> bool:
@@ -232,7 +249,8 @@ def _inputs(sched, be) -> dict | None:
     idrank = np.empty(n, np.int64)
     idrank[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
     keyrank = np.empty(n, np.int64)
-    keyrank[sorted(range(n), key=lambda i: (specs[i].submit_time_s, ids[i]))] = np.arange(n)
+    key = _static_key(sched.profile.order)
+    keyrank[sorted(range(n), key=lambda i: (*key(specs[i]), specs[i].submit_time_s, ids[i]))] = np.arange(n)
     U = len(demands)
     dem = np.zeros((max(U, 1), NRES), np.float64)
     thr_n = np.zeros(max(U, 1), np.int64)

@@ -22,7 +22,7 @@ PENDING, PARTIAL, RUNNING, DONE, REJECTED = range(5)
 
 
 def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tdem, tgpu, dem, thr_n, thr_dim,
-             thr_val, want, node_type, node_gpus, free, gload, gang, blocking, tq, tg, tnom, tcap, tstrict,
+             thr_val, want, node_type, node_gpus, free, gload, gang, blocking, tq, trank, tg, tnom, tcap, tstrict,
              op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji,
              r_t, r_dem, r_nq, r_npl, r_h, r_flag, w_dt, w_h, w_r):
     """Scheduler._run over SimBackend.poll/apply for the jobs and cluster given as arrays (see
@@ -34,7 +34,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     time, rounds, jobs left unfinished, the accounts' rows, the time of their last).
 
     Under quotas (L = len(tnom) leaves > 0; dlsched.sim.fastloop_tenancy says where): each job's
-    leaf tq and GPUs tg, each leaf's nominal tnom and admission cap tcap. A round is then
+    leaf tq, rank in Kueue's order of heads trank (its lanes keep the profile's order) and GPUs tg, each leaf's nominal tnom and admission cap tcap. A round is then
     Tenancy.admit's walk (the head of least Kueue key: within nominal first, then the queue's
     order; admitted while its leaf stays within its cap; a refused head blocks its leaf where
     tstrict) and Placing._place_per_queue over the admitted; per round (r_*: time, demand,
@@ -255,8 +255,8 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                         if lhead[x] < loff[x] + lcnt[x]:
                             j = lbuf[lhead[x]]
                             part = 0 if (tg[j] <= 1e-9 or tw[x] + tg[j] <= tnom[x] + 1e-9) else 1
-                            if part < bpart or (part == bpart and keyrank[j] < brank):
-                                best, bpart, brank = x, part, keyrank[j]
+                            if part < bpart or (part == bpart and trank[j] < brank):
+                                best, bpart, brank = x, part, trank[j]
                     if best < 0:
                         break
                     x = best

@@ -29,7 +29,7 @@ from dlsched.tenancy.tree import ROOT
 _EPS = 1e-9
 
 #: the kernel's quota inputs of a run without a tenancy (no leaves)
-NONE = {"tq": np.zeros(0, np.int64), "tg": np.zeros(0), "tnom": np.zeros(0), "tcap": np.zeros(0),
+NONE = {"tq": np.zeros(0, np.int64), "trank": np.zeros(0, np.int64), "tg": np.zeros(0), "tnom": np.zeros(0), "tcap": np.zeros(0),
         "tstrict": False}
 
 
@@ -72,7 +72,9 @@ def inputs(sched, specs) -> dict | None:
         if b.path(leaf) != [leaf, ROOT] or b.borrowing_limit(leaf, "gpu") != 0 or not math.isfinite(tnom[i]):
             return None
         tcap[i] = min(tnom[i], b.limit(leaf, "gpu"))
-    return {"tq": tq, "tg": tg, "tnom": tnom, "tcap": tcap, "tstrict": bool(ten.strict)}
+    trank = np.empty(n, np.int64)              # Kueue's order of heads: (-priority, submit time, id)
+    trank[sorted(range(n), key=lambda i: (specs[i].submit_time_s, specs[i].job_id))] = np.arange(n)
+    return {"tq": tq, "trank": trank, "tg": tg, "tnom": tnom, "tcap": tcap, "tstrict": bool(ten.strict)}
 
 
 def write(sched, be, inp: dict, acc: tuple, nrounds: int, nw: int, t_last: float) -> None:
