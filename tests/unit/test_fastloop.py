@@ -92,7 +92,8 @@ def assert_same(ref, got):
 # the last: workers one at a time and no head of line; jobs may hold parts of the cluster
 # between them for good, and a run whose jobs are left waiting goes back to Python
 PROFILES = [("fifo", None), ("fifo-gang", None), ("fifo-backfill", None), ("fifo", {"blocking": False}),
-            ("edf", None), ("sjf", None), ("sjf", {"gang": False})]
+            ("edf", None), ("sjf", None), ("sjf", {"gang": False}), ("tetris", None), ("k8s-binpack", None),
+            ("k8s-spread", None), ("volcano-gang", None)]
 
 
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p[0] + ("+" if p[1] else ""))
@@ -116,7 +117,7 @@ def small_case():
     return random_cluster(rng), random_jobs(rng, 60)
 
 
-@pytest.mark.parametrize("change", ["tetris", "model", "node events", "fraction", "start delay", "jit off",
+@pytest.mark.parametrize("change", ["drf", "co-location", "model", "node events", "fraction", "start delay", "jit off",
                                     "few jobs"])
 def test_runs_it_does_not_apply_to_run_in_python(change, monkeypatch):
     from dataclasses import replace

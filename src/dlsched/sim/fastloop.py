@@ -62,6 +62,12 @@ def available() -> bool:
         except ImportError:
             _missing = True
             return False
+        from dlsched.scheduler import fastplace
+        from dlsched.sim import fastloop_quota
+        if not fastplace._available():       # (what the kernel calls is compiled first)
+            _missing = True
+            return False
+        fastloop_quota.compile()
         _kernel = numba.njit(cache=True, nogil=True)(_loop_py)
     return _kernel is not None
 
@@ -116,7 +122,7 @@ def _call(inp: dict) -> tuple:
         inp["arr_order"], inp["arr_t"], inp["keyrank"], inp["idrank"], inp["rejected"], inp["work"],
         inp["ntask"], inp["toff"], inp["tdem"], inp["tgpu"], inp["dem"], inp["thr_n"], inp["thr_dim"],
         inp["thr_val"], inp["want"], inp["node_type"], inp["node_gpus"], inp["free"], inp["gload"],
-        inp["gang"], inp["blocking"], inp["tq"], inp["trank"], inp["tg"], inp["tnom"], inp["tcap"], inp["tstrict"], *outs)
+        inp["gang"], inp["blocking"], *(inp[k] for k in _SCORED), inp["tq"], inp["trank"], inp["tg"], inp["tnom"], inp["tcap"], inp["tstrict"], *outs)
     return (*outs, counts, _time.perf_counter() - t0)
 
 
@@ -133,25 +139,24 @@ def warm() -> float:
            "dem": np.ones((1, NRES)), "thr_n": one, "thr_dim": np.zeros((1, NRES), np.int64),
            "thr_val": np.full((1, NRES), 1 - _EPS), "want": np.full(1, -1, np.int64), "node_type": i1,
            "node_gpus": one, "free": np.ones((1, NRES)), "gload": np.zeros((1, 1), np.int64),
-           "gang": False, "blocking": True, **fastloop_tenancy.NONE}
+           "gang": False, "blocking": True, **_placement(None, None), **fastloop_tenancy.NONE}
     _call(inp)
     return _time.perf_counter() - t0
 
 
 def _profile_applies(sched) -> bool:
     """The profile is the FIFO family's: an order whose keys are fixed at arrival (fifo, edf,
-    sjf: _static_key), the fits filter, first fit, the requested allocation, nothing else;
-    rounds on events only; a scheduler that has not run."""
+    sjf, tetris's: _static_key), the fits filter and scorers scheduler/fastplace compiles (first
+    fit, tetris, resource allocation), the requested allocation, nothing else; rounds on events
+    only; a scheduler that has not run."""
     from dlsched.policies.allocate.requested import RequestedAllocate
-    from dlsched.policies.place.first_fit import FirstFitScorer
-    from dlsched.policies.place.fits import FitsFilter
+    from dlsched.scheduler.fastplace import FastPlacer
     p = sched.profile
     ten = getattr(sched, "tenancy", None)
     if ten is not None and not fastloop_tenancy.applies(sched):
         return False           # quotas the walk here does not mirror: the Python loop's
     own = [c for c in sched._observers if c is not ten], [c for c in sched._wakers if c is not ten]
-    return (_static_key(p.order) is not None and len(p.filters) == 1 and type(p.filters[0]) is FitsFilter
-            and len(p.scorers) == 1 and type(p.scorers[0][0]) is FirstFitScorer and not p.actions
+    return (_static_key(p.order) is not None and FastPlacer.for_profile(p) is not None and not p.actions
             and not p.placers and type(p.allocator) is RequestedAllocate and p.event_rounds and not p.round_s
             and not own[0] and not own[1] and not sched._stateful and sched.sink is None
             and not sched.jobs and not len(sched.log) and not len(sched.rounds) and not len(sched.timeline)
@@ -166,13 +171,35 @@ def _static_key(order):
 
     from dlsched.policies.order.edf import EdfOrder
     from dlsched.policies.order.fifo import FifoOrder
+    from dlsched.policies.order.remaining_work import RemainingWorkOrder
     from dlsched.policies.order.sjf import SjfOrder
     t = type(order)
-    if t is FifoOrder or t is EdfOrder:
+    if t is FifoOrder or t is EdfOrder or t is RemainingWorkOrder:     # (the last: a DL job's work is its spec's)
         return lambda s: order.key(SimpleNamespace(spec=s), None)
     if t is SjfOrder:
         return lambda s: order.scaled(SimpleNamespace(spec=s), order.work.estimate(s, None))
     return None
+
+
+_SCORED = ("kinds", "weights", "ra_w", "ra_most", "ra_res", "inv", "tmask", "gused")
+
+
+def _placement(profile, cl) -> dict:
+    """The kernel's inputs for a scored profile's placement (scheduler/fastplace's: its scorers,
+    the cluster's inverse capacities, and per GPU type asked for (none, each type, one not in the
+    cluster) the nodes of that type); none for first fit alone, which the kernel does itself."""
+    from dlsched.scheduler import fastplace as fp
+    fast = fp.FastPlacer.for_profile(profile) if profile is not None else None
+    if fast is None or list(fast.kinds) == [fp.FIRST_FIT]:
+        return {"kinds": np.zeros(0, np.int64), "weights": np.zeros(0), "ra_w": fp._NO_W, "ra_most": fp._NO_MOST,
+                "ra_res": fp._NO_RES, "inv": np.zeros((1, NRES)), "tmask": np.zeros((1, 1), np.bool_),
+                "gused": fp._NO_USED}
+    ra_w, ra_most, ra_res = fast._setup(cl)[3]
+    types = np.array(cl.node_gpu_type)
+    tmask = np.array([np.ones(len(types), np.bool_), *(types == t for t in range(len(cl.gpu_types))),
+                      np.zeros(len(types), np.bool_)])
+    return {"kinds": fast.kinds, "weights": fast.weights, "ra_w": ra_w, "ra_most": ra_most, "ra_res": ra_res,
+            "inv": np.ascontiguousarray(cl.inv_capacity, dtype=np.float64), "tmask": tmask, "gused": fp._NO_USED}
 
 
 def _backend_applies(be) -> bool:
@@ -276,7 +303,7 @@ def _inputs(sched, be) -> dict | None:
             "node_type": np.array(cl.node_gpu_type, np.int64),     # (a copy: the cluster's is read-only)
             "node_gpus": np.array([nd.gpus for nd in cl.nodes], np.int64),
             "free": np.array(st.free, dtype=np.float64, order="C"), "gload": np.array(st.gpu_load, dtype=np.int64),
-            "gang": bool(p.gang), "blocking": bool(p.blocking),
+            "gang": bool(p.gang), "blocking": bool(p.blocking), **_placement(p, cl),
             **quotas}
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from dlsched.core.types import GPU
+from dlsched.scheduler import fastplace as _fp      # its compiled placement, for scored profiles
+from dlsched.sim import fastloop_quota as _fq       # the admission walk and accounts under quotas
 
 # the kernel's records (op codes)
 ARRIVE, FINISH, ROUND, LAUNCH, RATE = range(5)
@@ -22,7 +24,8 @@ PENDING, PARTIAL, RUNNING, DONE, REJECTED = range(5)
 
 
 def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tdem, tgpu, dem, thr_n, thr_dim,
-             thr_val, want, node_type, node_gpus, free, gload, gang, blocking, tq, trank, tg, tnom, tcap, tstrict,
+             thr_val, want, node_type, node_gpus, free, gload, gang, blocking, kinds, weights, ra_w, ra_most,
+             ra_res, inv, tmask, gused, tq, trank, tg, tnom, tcap, tstrict,
              op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji,
              r_t, r_dem, r_nq, r_npl, r_h, r_flag, w_dt, w_h, w_r):
     """Scheduler._run over SimBackend.poll/apply for the jobs and cluster given as arrays (see
@@ -97,6 +100,13 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     # under quotas: per leaf the holders' requests, the GPUs held, the accounts' held GPUs, the
     # walk's usage, its lanes (count, offset, head, end), refused, decided and asked; per job
     # whether it holds and the round it was decided in
+    scored = kinds.shape[0] > 0                # a scored profile's placement (else first fit)
+    mt = 1
+    for j in range(n):
+        mt = max(mt, ntask[j])
+    dbuf = np.empty((mt, nres), np.float64)
+    outn = np.empty(mt, np.int64)
+    outg = np.empty((mt, gload.shape[1]), np.int64)
     L = tnom.shape[0]
     tused = np.zeros(L, np.float64)
     theld = np.zeros(L, np.float64)
@@ -225,54 +235,8 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
             nl = 0
             na = qn
             if L > 0:                        # Tenancy.admit: the lanes, then the walk
-                for x in range(L):
-                    lcnt[x] = 0
-                    asked[x] = 0.0
-                    nref[x] = 0
-                    ndec[x] = 0
-                    blk[x] = False
-                    tw[x] = tused[x]
-                for qi in range(qn):
-                    lcnt[tq[q[qi]]] += 1
-                    asked[tq[q[qi]]] += tg[q[qi]]
-                c = 0
-                for x in range(L):
-                    loff[x] = c
-                    lhead[x] = c
-                    c += lcnt[x]
-                for qi in range(qn):
-                    x = tq[q[qi]]
-                    lbuf[lhead[x]] = q[qi]
-                    lhead[x] += 1
-                for x in range(L):
-                    lhead[x] = loff[x]
-                na = 0
-                while True:
-                    best = -1
-                    bpart = 2
-                    brank = 0
-                    for x in range(L):
-                        if lhead[x] < loff[x] + lcnt[x]:
-                            j = lbuf[lhead[x]]
-                            part = 0 if (tg[j] <= 1e-9 or tw[x] + tg[j] <= tnom[x] + 1e-9) else 1
-                            if part < bpart or (part == bpart and trank[j] < brank):
-                                best, bpart, brank = x, part, trank[j]
-                    if best < 0:
-                        break
-                    x = best
-                    j = lbuf[lhead[x]]
-                    if tg[j] <= 1e-9 or tw[x] + tg[j] <= tcap[x] + 1e-9:
-                        tw[x] += tg[j]
-                        adm[na] = j
-                        na += 1
-                        lhead[x] += 1
-                    else:
-                        nref[x] += 1
-                        if tstrict:
-                            nref[x] += loff[x] + lcnt[x] - lhead[x] - 1
-                            lhead[x] = loff[x] + lcnt[x]
-                        else:
-                            lhead[x] += 1
+                na = _fq.walk(q, qn, tq, trank, tg, tnom, tcap, tstrict, tused, tw, asked, lcnt, loff, lhead, nref,
+                              ndec, blk, lbuf, adm)
                 op_a[nop - 1] = na
             for qi in range(na):
                 j = q[qi] if L == 0 else adm[qi]
@@ -297,11 +261,24 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                 s0, g0 = npl, ng
                 placed = 0
                 if ok:
+                    m = 0
+                    if scored:                       # Placing.place through scheduler/fastplace
+                        for k in range(first, end):
+                            dbuf[k - first, :] = dem[tdem[k]]
+                        w = want[j]
+                        m = _fp._kernel(free, tmask[0 if w == -1 else (w + 1 if w >= 0 else tmask.shape[0] - 1)],
+                                        inv, dbuf[:end - first], kinds, weights, ra_w, ra_most, ra_res, gload,
+                                        gused, False, node_gpus, outn, outg)
                     for k in range(first, end):
                         u = tdem[k]
                         w = want[j]
                         nd = -1
-                        for cand in range(nodes):
+                        if scored:
+                            if k - first >= m:
+                                ok = False
+                                break
+                            nd = outn[k - first]
+                        for cand in range(nodes if not scored else 0):
                             if w != -1 and node_type[cand] != w:
                                 continue
                             fits = True
@@ -315,13 +292,17 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                         if nd < 0:
                             ok = False
                             break
-                        for r in range(nres):        # Transaction.reserve
+                        for r in range(nres if not scored else 0):        # Transaction.reserve
                             free[nd, r] -= dem[u, r]
                         pl_task[npl] = k - toff[j]
                         pl_node[npl] = nd
                         pl_goff[npl] = ng
                         kk = tgpu[k]
-                        if kk > 0:                   # pick_gpus: least loaded, lowest index first
+                        if kk > 0 and scored:        # (reserved and GPUs taken by fastplace)
+                            for x in range(kk):
+                                gbuf[ng + x] = outg[k - first, x]
+                            ng += kk
+                        elif kk > 0:                 # pick_gpus: least loaded, lowest index first
                             for x in range(kk):
                                 best = -1
                                 for g in range(node_gpus[nd]):
@@ -362,22 +343,8 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                     blk[tq[j]] = True
             if L > 0:                        # Accounts.round, then its advance
                 r = nrounds - 1
-                flag = False
-                for li in range(nl):
-                    ndec[tq[launched[li]]] += 1
-                    decr[launched[li]] = r
-                for x in range(L):
-                    r_dem[r, x] = tused[x] + asked[x]
-                    r_nq[r, x] = nref[x]
-                    r_npl[r, x] = lcnt[x] - nref[x] - ndec[x]
-                    r_h[r, x] = acc_h[x]
-                    if not flag and lcnt[x] > 0:
-                        for y in range(loff[x], loff[x] + lcnt[x]):
-                            if decr[lbuf[y]] != r:
-                                flag = tw[x] + tg[lbuf[y]] <= tnom[x] + 1e-9
-                                break
-                r_t[r] = now
-                r_flag[r] = flag
+                _fq.account(r, now, nl, launched, tq, tg, tnom, tused, tw, asked, lcnt, loff, nref, ndec, lbuf, decr,
+                            acc_h, r_t, r_dem, r_nq, r_npl, r_h, r_flag)
                 if now > t_last:
                     w_dt[nw] = now - t_last
                     w_h[nw, :] = acc_h
