@@ -48,6 +48,7 @@ def random_jobs(rng, n):
             row["gpu_type"] = str(rng.choice(["V100", "K80", "A100"]))     # A100: no such node
         if rng.random() < 0.03:
             row["workers"] = 400                                           # larger than the cluster
+        row["user"] = str(rng.choice(["ann", "bob", "cy", "dee"]))      # (drf's order)
         if rng.random() < 0.3:
             row["deadline_s"] = float(t + rng.integers(0, 20000))          # (edf's order)
         jobs.append(job_from_row(row))
@@ -93,7 +94,7 @@ def assert_same(ref, got):
 # between them for good, and a run whose jobs are left waiting goes back to Python
 PROFILES = [("fifo", None), ("fifo-gang", None), ("fifo-backfill", None), ("fifo", {"blocking": False}),
             ("edf", None), ("sjf", None), ("sjf", {"gang": False}), ("tetris", None), ("k8s-binpack", None),
-            ("k8s-spread", None), ("volcano-gang", None)]
+            ("k8s-spread", None), ("volcano-gang", None), ("drf", None), ("drf", {"gang": False})]
 
 
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p[0] + ("+" if p[1] else ""))
@@ -117,7 +118,7 @@ def small_case():
     return random_cluster(rng), random_jobs(rng, 60)
 
 
-@pytest.mark.parametrize("change", ["drf", "co-location", "model", "node events", "fraction", "start delay", "jit off",
+@pytest.mark.parametrize("change", ["srtf", "co-location", "model", "node events", "fraction", "start delay", "jit off",
                                     "few jobs"])
 def test_runs_it_does_not_apply_to_run_in_python(change, monkeypatch):
     from dataclasses import replace

@@ -63,11 +63,12 @@ def available() -> bool:
             _missing = True
             return False
         from dlsched.scheduler import fastplace
-        from dlsched.sim import fastloop_quota
+        from dlsched.sim import fastloop_drf, fastloop_quota
         if not fastplace._available():       # (what the kernel calls is compiled first)
             _missing = True
             return False
         fastloop_quota.compile()
+        fastloop_drf.compile()
         _kernel = numba.njit(cache=True, nogil=True)(_loop_py)
     return _kernel is not None
 
@@ -155,7 +156,8 @@ def _profile_applies(sched) -> bool:
     ten = getattr(sched, "tenancy", None)
     if ten is not None and not fastloop_tenancy.applies(sched):
         return False           # quotas the walk here does not mirror: the Python loop's
-    own = [c for c in sched._observers if c is not ten], [c for c in sched._wakers if c is not ten]
+    own = ([c for c in sched._observers if c is not ten and c is not p.order],      # (DRF's: its caches)
+           [c for c in sched._wakers if c is not ten])
     return (_static_key(p.order) is not None and FastPlacer.for_profile(p) is not None and not p.actions
             and not p.placers and type(p.allocator) is RequestedAllocate and p.event_rounds and not p.round_s
             and not own[0] and not own[1] and not sched._stateful and sched.sink is None
@@ -169,11 +171,14 @@ def _static_key(order):
     from the duration, the kernel taking no job of known model or iterations); None for others."""
     from types import SimpleNamespace
 
+    from dlsched.policies.order.drf import DrfOrder
     from dlsched.policies.order.edf import EdfOrder
     from dlsched.policies.order.fifo import FifoOrder
     from dlsched.policies.order.remaining_work import RemainingWorkOrder
     from dlsched.policies.order.sjf import SjfOrder
     t = type(order)
+    if t is DrfOrder:                   # (its keys change: fastloop_drf; FIFO among equal shares)
+        return lambda s: ()
     if t is FifoOrder or t is EdfOrder or t is RemainingWorkOrder:     # (the last: a DL job's work is its spec's)
         return lambda s: order.key(SimpleNamespace(spec=s), None)
     if t is SjfOrder:
@@ -181,25 +186,36 @@ def _static_key(order):
     return None
 
 
-_SCORED = ("kinds", "weights", "ra_w", "ra_most", "ra_res", "inv", "tmask", "gused")
+_SCORED = ("kinds", "weights", "ra_w", "ra_most", "ra_res", "inv", "tmask", "gused", "dyn", "juser", "capv")
 
 
-def _placement(profile, cl) -> dict:
+def _placement(profile, cl, specs=()) -> dict:
     """The kernel's inputs for a scored profile's placement (scheduler/fastplace's: its scorers,
     the cluster's inverse capacities, and per GPU type asked for (none, each type, one not in the
     cluster) the nodes of that type); none for first fit alone, which the kernel does itself."""
     from dlsched.scheduler import fastplace as fp
     fast = fp.FastPlacer.for_profile(profile) if profile is not None else None
     if fast is None or list(fast.kinds) == [fp.FIRST_FIT]:
-        return {"kinds": np.zeros(0, np.int64), "weights": np.zeros(0), "ra_w": fp._NO_W, "ra_most": fp._NO_MOST,
+        return {**_drf(profile, specs, cl), "kinds": np.zeros(0, np.int64), "weights": np.zeros(0), "ra_w": fp._NO_W, "ra_most": fp._NO_MOST,
                 "ra_res": fp._NO_RES, "inv": np.zeros((1, NRES)), "tmask": np.zeros((1, 1), np.bool_),
                 "gused": fp._NO_USED}
     ra_w, ra_most, ra_res = fast._setup(cl)[3]
     types = np.array(cl.node_gpu_type)
     tmask = np.array([np.ones(len(types), np.bool_), *(types == t for t in range(len(cl.gpu_types))),
                       np.zeros(len(types), np.bool_)])
-    return {"kinds": fast.kinds, "weights": fast.weights, "ra_w": ra_w, "ra_most": ra_most, "ra_res": ra_res,
+    return {**_drf(profile, specs, cl), "kinds": fast.kinds, "weights": fast.weights, "ra_w": ra_w, "ra_most": ra_most, "ra_res": ra_res,
             "inv": np.ascontiguousarray(cl.inv_capacity, dtype=np.float64), "tmask": tmask, "gused": fp._NO_USED}
+
+
+def _drf(profile, specs, cl) -> dict:
+    """DRF's inputs (dlsched.sim.fastloop_drf): each job's user by number and the cluster's
+    capacity of each resource, summed over its nodes (DrfOrder's C); none for another order."""
+    from dlsched.policies.order.drf import DrfOrder
+    if type(profile.order) is not DrfOrder if profile is not None else True:
+        return {"dyn": False, "juser": np.zeros(0, np.int64), "capv": np.zeros(NRES)}
+    number: dict = {}
+    juser = np.array([number.setdefault(s.user, len(number)) for s in specs], np.int64)
+    return {"dyn": True, "juser": juser, "capv": np.asarray(cl.capacity, np.float64).sum(axis=0)}
 
 
 def _backend_applies(be) -> bool:
@@ -303,7 +319,7 @@ def _inputs(sched, be) -> dict | None:
             "node_type": np.array(cl.node_gpu_type, np.int64),     # (a copy: the cluster's is read-only)
             "node_gpus": np.array([nd.gpus for nd in cl.nodes], np.int64),
             "free": np.array(st.free, dtype=np.float64, order="C"), "gload": np.array(st.gpu_load, dtype=np.int64),
-            "gang": bool(p.gang), "blocking": bool(p.blocking), **_placement(p, cl),
+            "gang": bool(p.gang), "blocking": bool(p.blocking), **_placement(p, cl, specs),
             **quotas}
 
 

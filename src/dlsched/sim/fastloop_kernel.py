@@ -15,6 +15,7 @@ import numpy as np
 
 from dlsched.core.types import GPU
 from dlsched.scheduler import fastplace as _fp      # its compiled placement, for scored profiles
+from dlsched.sim import fastloop_drf as _fd         # DRF's order
 from dlsched.sim import fastloop_quota as _fq       # the admission walk and accounts under quotas
 
 # the kernel's records (op codes)
@@ -25,7 +26,7 @@ PENDING, PARTIAL, RUNNING, DONE, REJECTED = range(5)
 
 def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tdem, tgpu, dem, thr_n, thr_dim,
              thr_val, want, node_type, node_gpus, free, gload, gang, blocking, kinds, weights, ra_w, ra_most,
-             ra_res, inv, tmask, gused, tq, trank, tg, tnom, tcap, tstrict,
+             ra_res, inv, tmask, gused, dyn, juser, capv, tq, trank, tg, tnom, tcap, tstrict,
              op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji,
              r_t, r_dem, r_nq, r_npl, r_h, r_flag, w_dt, w_h, w_r):
     """Scheduler._run over SimBackend.poll/apply for the jobs and cluster given as arrays (see
@@ -107,6 +108,17 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     dbuf = np.empty((mt, nres), np.float64)
     outn = np.empty(mt, np.int64)
     outg = np.empty((mt, gload.shape[1]), np.int64)
+    # DRF's order (dyn): each user's holding and share, the round's users and their candidates
+    NU = juser.max() + 1 if dyn and n > 0 else 0
+    uused = np.zeros((NU, nres), np.float64)
+    share = np.zeros(NU, np.float64)
+    ucnt = np.zeros(NU, np.int64)
+    uoff = np.zeros(NU, np.int64)
+    uhead = np.zeros(NU, np.int64)
+    users = np.empty(NU, np.int64)
+    ubuf = np.empty(n if dyn else 0, np.int64)
+    qs = np.empty(n if dyn else 0, np.int64)
+    ks = np.empty(mt, np.int64)
     L = tnom.shape[0]
     tused = np.zeros(L, np.float64)
     theld = np.zeros(L, np.float64)
@@ -179,6 +191,10 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                         busy -= 1
             gpu_s[j] += hold[j] * (now - since[j])
             since[j] = now
+            if dyn:                                  # DrfOrder: the user holds less
+                for k in range(toff[j], toff[j] + ntask[j]):
+                    ks[k - toff[j]] = k
+                _fd.charge(juser[j], -1.0, ks, ntask[j], tdem, dem, uused, share, capv)
             if L > 0 and holder[j]:                  # Tenancy._update: it holds nothing now
                 tused[tq[j]] -= tg[j]
                 theld[tq[j]] -= hold[j]
@@ -234,12 +250,20 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
             nrounds += 1
             nl = 0
             na = qn
+            nu = 0
+            if dyn:                          # the queue in DRF's order at the round's start
+                _fd.order(q, qn, juser, share, qs)
             if L > 0:                        # Tenancy.admit: the lanes, then the walk
-                na = _fq.walk(q, qn, tq, trank, tg, tnom, tcap, tstrict, tused, tw, asked, lcnt, loff, lhead, nref,
+                na = _fq.walk(qs if dyn else q, qn, tq, trank, tg, tnom, tcap, tstrict, tused, tw, asked, lcnt, loff, lhead, nref,
                               ndec, blk, lbuf, adm)
                 op_a[nop - 1] = na
+            if dyn:                          # progressive filling over the admitted (all: no quotas)
+                for qi in range(na if L > 0 else 0):
+                    decr[adm[qi]] = -2 - nrounds          # (marked as this round's admitted)
+                nu = _fd.lanes(q, qn, decr, -2 - nrounds, L == 0, juser, ucnt, uoff, uhead, ubuf, users)
             for qi in range(na):
-                j = q[qi] if L == 0 else adm[qi]
+                j = (_fd.pick(users, nu, ucnt, uoff, uhead, ubuf, share, keyrank) if dyn
+                     else q[qi] if L == 0 else adm[qi])
                 if L > 0 and blk[tq[j]]:
                     continue
                 first = toff[j] + nplaced[j]
@@ -334,6 +358,10 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                     if placed > 0:
                         launched[nl], lstart[nl], lcount[nl] = j, s0, placed
                         nl += 1
+                        if dyn:                      # DrfOrder._fold_decisions: it holds more
+                            for p in range(s0, npl):
+                                ks[p - s0] = toff[j] + pl_task[p]
+                            _fd.charge(juser[j], 1.0, ks, npl - s0, tdem, dem, uused, share, capv)
                         nplaced[j] = have_n
                     if have_n < ntask[j]:
                         ok = False
@@ -341,6 +369,8 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                     break
                 if not ok and L > 0 and tstrict:
                     blk[tq[j]] = True
+            for i in range(nu):
+                ucnt[users[i]] = 0
             if L > 0:                        # Accounts.round, then its advance
                 r = nrounds - 1
                 _fq.account(r, now, nl, launched, tq, tg, tnom, tused, tw, asked, lcnt, loff, nref, ndec, lbuf, decr,
