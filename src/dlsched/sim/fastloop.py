@@ -63,12 +63,13 @@ def available() -> bool:
             _missing = True
             return False
         from dlsched.scheduler import fastplace
-        from dlsched.sim import fastloop_drf, fastloop_quota
+        from dlsched.sim import fastloop_drf, fastloop_place, fastloop_quota
         if not fastplace._available():       # (what the kernel calls is compiled first)
             _missing = True
             return False
         fastloop_quota.compile()
         fastloop_drf.compile()
+        fastloop_place.compile()
         _kernel = numba.njit(cache=True, nogil=True)(_loop_py)
     return _kernel is not None
 
@@ -151,14 +152,13 @@ def _profile_applies(sched) -> bool:
     fit, tetris, resource allocation), the requested allocation, nothing else; rounds on events
     only; a scheduler that has not run."""
     from dlsched.policies.allocate.requested import RequestedAllocate
-    from dlsched.scheduler.fastplace import FastPlacer
     p = sched.profile
     ten = getattr(sched, "tenancy", None)
     if ten is not None and not fastloop_tenancy.applies(sched):
         return False           # quotas the walk here does not mirror: the Python loop's
     own = ([c for c in sched._observers if c is not ten and c is not p.order],      # (DRF's: its caches)
            [c for c in sched._wakers if c is not ten])
-    return (_static_key(p.order) is not None and FastPlacer.for_profile(p) is not None and not p.actions
+    return (_static_key(p.order) is not None and _placer(p)[0] is not None and not p.actions
             and not p.placers and type(p.allocator) is RequestedAllocate and p.event_rounds and not p.round_s
             and not own[0] and not own[1] and not sched._stateful and sched.sink is None
             and not sched.jobs and not len(sched.log) and not len(sched.rounds) and not len(sched.timeline)
@@ -186,7 +186,23 @@ def _static_key(order):
     return None
 
 
-_SCORED = ("kinds", "weights", "ra_w", "ra_most", "ra_res", "inv", "tmask", "gused", "dyn", "juser", "capv")
+_SCORED = ("kinds", "weights", "ra_w", "ra_most", "ra_res", "inv", "tmask", "gused", "coloc", "dyn", "juser", "capv")
+
+
+def _placer(profile) -> tuple:
+    """scheduler/fastplace's placer for the profile's fits filter and scorers, and whether it
+    has the colocate filter after the fits filter (with gang: fastloop_place); (None, False)
+    where the kernel does not place as the profile does."""
+    from types import SimpleNamespace
+
+    from dlsched.policies.place.colocate import ColocateFilter
+    from dlsched.scheduler.fastplace import FastPlacer
+    if profile is None:
+        return None, False
+    f = profile.filters
+    coloc = len(f) == 2 and type(f[1]) is ColocateFilter and bool(profile.gang)
+    fast = FastPlacer.for_profile(SimpleNamespace(filters=f[:1], scorers=profile.scorers) if coloc else profile)
+    return fast, coloc
 
 
 def _placement(profile, cl, specs=()) -> dict:
@@ -194,16 +210,16 @@ def _placement(profile, cl, specs=()) -> dict:
     the cluster's inverse capacities, and per GPU type asked for (none, each type, one not in the
     cluster) the nodes of that type); none for first fit alone, which the kernel does itself."""
     from dlsched.scheduler import fastplace as fp
-    fast = fp.FastPlacer.for_profile(profile) if profile is not None else None
-    if fast is None or list(fast.kinds) == [fp.FIRST_FIT]:
-        return {**_drf(profile, specs, cl), "kinds": np.zeros(0, np.int64), "weights": np.zeros(0), "ra_w": fp._NO_W, "ra_most": fp._NO_MOST,
+    fast, coloc = _placer(profile)
+    if fast is None or (list(fast.kinds) == [fp.FIRST_FIT] and not coloc):
+        return {**_drf(profile, specs, cl), "coloc": False, "kinds": np.zeros(0, np.int64), "weights": np.zeros(0), "ra_w": fp._NO_W, "ra_most": fp._NO_MOST,
                 "ra_res": fp._NO_RES, "inv": np.zeros((1, NRES)), "tmask": np.zeros((1, 1), np.bool_),
                 "gused": fp._NO_USED}
     ra_w, ra_most, ra_res = fast._setup(cl)[3]
     types = np.array(cl.node_gpu_type)
     tmask = np.array([np.ones(len(types), np.bool_), *(types == t for t in range(len(cl.gpu_types))),
                       np.zeros(len(types), np.bool_)])
-    return {**_drf(profile, specs, cl), "kinds": fast.kinds, "weights": fast.weights, "ra_w": ra_w, "ra_most": ra_most, "ra_res": ra_res,
+    return {**_drf(profile, specs, cl), "coloc": coloc, "kinds": fast.kinds, "weights": fast.weights, "ra_w": ra_w, "ra_most": ra_most, "ra_res": ra_res,
             "inv": np.ascontiguousarray(cl.inv_capacity, dtype=np.float64), "tmask": tmask, "gused": fp._NO_USED}
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from dlsched.core.types import GPU
 from dlsched.scheduler import fastplace as _fp      # its compiled placement, for scored profiles
 from dlsched.sim import fastloop_drf as _fd         # DRF's order
+from dlsched.sim import fastloop_place as _fl       # co-location's placement
 from dlsched.sim import fastloop_quota as _fq       # the admission walk and accounts under quotas
 
 # the kernel's records (op codes)
@@ -26,7 +27,7 @@ PENDING, PARTIAL, RUNNING, DONE, REJECTED = range(5)
 
 def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tdem, tgpu, dem, thr_n, thr_dim,
              thr_val, want, node_type, node_gpus, free, gload, gang, blocking, kinds, weights, ra_w, ra_most,
-             ra_res, inv, tmask, gused, dyn, juser, capv, tq, trank, tg, tnom, tcap, tstrict,
+             ra_res, inv, tmask, gused, coloc, dyn, juser, capv, tq, trank, tg, tnom, tcap, tstrict,
              op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji,
              r_t, r_dem, r_nq, r_npl, r_h, r_flag, w_dt, w_h, w_r):
     """Scheduler._run over SimBackend.poll/apply for the jobs and cluster given as arrays (see
@@ -108,6 +109,8 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     dbuf = np.empty((mt, nres), np.float64)
     outn = np.empty(mt, np.int64)
     outg = np.empty((mt, gload.shape[1]), np.int64)
+    cmask = np.empty(nodes, np.bool_)
+    slots = np.empty(gload.shape[1], np.bool_)
     # DRF's order (dyn): each user's holding and share, the round's users and their candidates
     NU = juser.max() + 1 if dyn and n > 0 else 0
     uused = np.zeros((NU, nres), np.float64)
@@ -290,9 +293,13 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                         for k in range(first, end):
                             dbuf[k - first, :] = dem[tdem[k]]
                         w = want[j]
-                        m = _fp._kernel(free, tmask[0 if w == -1 else (w + 1 if w >= 0 else tmask.shape[0] - 1)],
-                                        inv, dbuf[:end - first], kinds, weights, ra_w, ra_most, ra_res, gload,
-                                        gused, False, node_gpus, outn, outg)
+                        row = tmask[0 if w == -1 else (w + 1 if w >= 0 else tmask.shape[0] - 1)]
+                        if coloc:                    # every task on one node (fastloop_place)
+                            m = _fl.colocate(free, row, inv, dbuf, end - first, kinds, weights, ra_w, ra_most,
+                                             ra_res, gload, gused, node_gpus, outn, outg, cmask, slots)
+                        else:
+                            m = _fp._kernel(free, row, inv, dbuf[:end - first], kinds, weights, ra_w, ra_most,
+                                            ra_res, gload, gused, False, node_gpus, outn, outg)
                     for k in range(first, end):
                         u = tdem[k]
                         w = want[j]
