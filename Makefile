@@ -12,6 +12,9 @@ $(STAMP): pyproject.toml Makefile
 	# torch first, pinned: the CPU build (a plain or open-ended `torch` pulls gigabytes of CUDA)
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m pip install --quiet -e '.[test,docs]'
+	# the simulator's compiled loop (sim/fastloop.py) compiled now, into numba's cache beside the
+	# sources (about 20 s), not at the first long run or test that takes it
+	$(BIN)/python -c "from dlsched.sim import fastloop; print(f'compiled loop: {fastloop.warm():.1f} s')"
 	touch $(STAMP)
 
 install: $(STAMP)
