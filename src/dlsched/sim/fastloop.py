@@ -124,7 +124,7 @@ def _call(inp: dict) -> tuple:
         inp["arr_order"], inp["arr_t"], inp["keyrank"], inp["idrank"], inp["rejected"], inp["work"],
         inp["ntask"], inp["toff"], inp["tdem"], inp["tgpu"], inp["dem"], inp["thr_n"], inp["thr_dim"],
         inp["thr_val"], inp["want"], inp["node_type"], inp["node_gpus"], inp["free"], inp["gload"],
-        inp["gang"], inp["blocking"], *(inp[k] for k in _SCORED), inp["tq"], inp["trank"], inp["tg"], inp["tnom"], inp["tcap"], inp["tstrict"], *outs)
+        inp["gang"], inp["blocking"], *(inp[k] for k in _SCORED), *(inp[k] for k in fastloop_tenancy.NONE), *outs)
     return (*outs, counts, _time.perf_counter() - t0)
 
 
@@ -212,15 +212,16 @@ def _placement(profile, cl, specs=()) -> dict:
     from dlsched.scheduler import fastplace as fp
     fast, coloc = _placer(profile)
     if fast is None or (list(fast.kinds) == [fp.FIRST_FIT] and not coloc):
-        return {**_drf(profile, specs, cl), "coloc": False, "kinds": np.zeros(0, np.int64), "weights": np.zeros(0), "ra_w": fp._NO_W, "ra_most": fp._NO_MOST,
-                "ra_res": fp._NO_RES, "inv": np.zeros((1, NRES)), "tmask": np.zeros((1, 1), np.bool_),
-                "gused": fp._NO_USED}
+        return {**_drf(profile, specs, cl), "coloc": False, "kinds": np.zeros(0, np.int64), "weights": np.zeros(0),
+                "ra_w": fp._NO_W, "ra_most": fp._NO_MOST, "ra_res": fp._NO_RES, "inv": np.zeros((1, NRES)),
+                "tmask": np.zeros((1, 1), np.bool_), "gused": fp._NO_USED}
     ra_w, ra_most, ra_res = fast._setup(cl)[3]
     types = np.array(cl.node_gpu_type)
     tmask = np.array([np.ones(len(types), np.bool_), *(types == t for t in range(len(cl.gpu_types))),
                       np.zeros(len(types), np.bool_)])
-    return {**_drf(profile, specs, cl), "coloc": coloc, "kinds": fast.kinds, "weights": fast.weights, "ra_w": ra_w, "ra_most": ra_most, "ra_res": ra_res,
-            "inv": np.ascontiguousarray(cl.inv_capacity, dtype=np.float64), "tmask": tmask, "gused": fp._NO_USED}
+    return {**_drf(profile, specs, cl), "coloc": coloc, "kinds": fast.kinds, "weights": fast.weights, "ra_w": ra_w,
+            "ra_most": ra_most, "ra_res": ra_res, "inv": np.ascontiguousarray(cl.inv_capacity, dtype=np.float64),
+            "tmask": tmask, "gused": fp._NO_USED}
 
 
 def _drf(profile, specs, cl) -> dict:

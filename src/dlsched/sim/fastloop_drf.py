@@ -79,7 +79,8 @@ def _pick_py(users, nu, ucnt, uoff, uhead, ubuf, share, keyrank):
         u = users[i]
         if uhead[u] < uoff[u] + ucnt[u]:
             j = ubuf[uhead[u]]
-            if best < 0 or share[u] < share[best] or (share[u] == share[best] and keyrank[j] < keyrank[ubuf[uhead[best]]]):
+            if best < 0 or share[u] < share[best] or (share[u] == share[best]
+                                                      and keyrank[j] < keyrank[ubuf[uhead[best]]]):
                 best = u
     if best < 0:
         return -1

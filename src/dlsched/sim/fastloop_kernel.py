@@ -38,8 +38,12 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     (state, stats row). Returns (records, samples, now, effective GPU-s, effective GPUs, its
     time, rounds, jobs left unfinished, the accounts' rows, the time of their last).
 
+    A scored profile's placement (kinds > 0) is scheduler/fastplace's, called here (co-location's
+    through dlsched.sim.fastloop_place); DRF's order (dyn) is dlsched.sim.fastloop_drf's.
+
     Under quotas (L = len(tnom) leaves > 0; dlsched.sim.fastloop_tenancy says where): each job's
-    leaf tq, rank in Kueue's order of heads trank (its lanes keep the profile's order) and GPUs tg, each leaf's nominal tnom and admission cap tcap. A round is then
+    leaf tq, rank in Kueue's order of heads trank (its lanes keep the profile's order) and GPUs
+    tg, each leaf's nominal tnom and admission cap tcap. A round is then
     Tenancy.admit's walk (the head of least Kueue key: within nominal first, then the queue's
     order; admitted while its leaf stays within its cap; a refused head blocks its leaf where
     tstrict) and Placing._place_per_queue over the admitted; per round (r_*: time, demand,
@@ -99,9 +103,6 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     ntl = 0
     nrows = 0
     nrounds = 0
-    # under quotas: per leaf the holders' requests, the GPUs held, the accounts' held GPUs, the
-    # walk's usage, its lanes (count, offset, head, end), refused, decided and asked; per job
-    # whether it holds and the round it was decided in
     scored = kinds.shape[0] > 0                # a scored profile's placement (else first fit)
     mt = 1
     for j in range(n):
@@ -122,6 +123,9 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     ubuf = np.empty(n if dyn else 0, np.int64)
     qs = np.empty(n if dyn else 0, np.int64)
     ks = np.empty(mt, np.int64)
+    # under quotas: per leaf the holders' requests, the GPUs held, the accounts' held GPUs, the
+    # walk's usage, its lanes (count, offset, head), refused, decided and asked; per job whether
+    # it holds and the round it was decided (or admitted) in
     L = tnom.shape[0]
     tused = np.zeros(L, np.float64)
     theld = np.zeros(L, np.float64)
@@ -257,8 +261,8 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
             if dyn:                          # the queue in DRF's order at the round's start
                 _fd.order(q, qn, juser, share, qs)
             if L > 0:                        # Tenancy.admit: the lanes, then the walk
-                na = _fq.walk(qs if dyn else q, qn, tq, trank, tg, tnom, tcap, tstrict, tused, tw, asked, lcnt, loff, lhead, nref,
-                              ndec, blk, lbuf, adm)
+                na = _fq.walk(qs if dyn else q, qn, tq, trank, tg, tnom, tcap, tstrict, tused, tw, asked, lcnt,
+                              loff, lhead, nref, ndec, blk, lbuf, adm)
                 op_a[nop - 1] = na
             if dyn:                          # progressive filling over the admitted (all: no quotas)
                 for qi in range(na if L > 0 else 0):
@@ -323,7 +327,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                         if nd < 0:
                             ok = False
                             break
-                        for r in range(nres if not scored else 0):        # Transaction.reserve
+                        for r in range(nres if not scored else 0):    # Transaction.reserve
                             free[nd, r] -= dem[u, r]
                         pl_task[npl] = k - toff[j]
                         pl_node[npl] = nd

@@ -28,9 +28,9 @@ from dlsched.tenancy.tree import ROOT
 
 _EPS = 1e-9
 
-#: the kernel's quota inputs of a run without a tenancy (no leaves)
-NONE = {"tq": np.zeros(0, np.int64), "trank": np.zeros(0, np.int64), "tg": np.zeros(0), "tnom": np.zeros(0), "tcap": np.zeros(0),
-        "tstrict": False}
+#: the kernel's quota inputs of a run without a tenancy (no leaves), in the kernel's order of arguments
+NONE = {"tq": np.zeros(0, np.int64), "trank": np.zeros(0, np.int64), "tg": np.zeros(0), "tnom": np.zeros(0),
+        "tcap": np.zeros(0), "tstrict": False}
 
 
 def applies(sched) -> bool:
