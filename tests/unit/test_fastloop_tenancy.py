@@ -67,14 +67,17 @@ def test_compiled_run_under_quotas_leaves_what_the_python_loop_leaves(profile, s
     assert res0.summary["queues"] and any(q["quota_wait_s"] > 0 for q in res0.summary["queues"].values())
 
 
-@pytest.mark.parametrize("change", ["borrowing", "no borrowing limit", "no queue", "priorities", "mode"])
-def test_quotas_it_does_not_mirror_run_in_python(change):
+@pytest.mark.parametrize("change", ["borrowing", "no borrowing limit", "no queue", "priorities", "mode", "memory"])
+def test_quotas_it_does_not_mirror_run_in_python(change, monkeypatch):
     rng = np.random.default_rng(3)
     cl = random_cluster(rng)
     tree = random_tree(rng, borrowing={"borrowing": 4, "no borrowing limit": None}.get(change, 0))
     jobs = with_queues(rng, random_jobs(rng, 80), tree, none=change == "no queue")   # default: may borrow
     if change == "priorities":
         jobs = [replace(j, priority=i % 2) for i, j in enumerate(jobs)]
+    if change == "memory":
+        from dlsched.sim import fastloop_tenancy
+        monkeypatch.setattr(fastloop_tenancy, "MAX_BYTES", 1000)
     backend = SimBackend(cl, jobs)
     sched = Scheduler(build_profile("fifo"), seed=0,
                       tenancy=Tenancy(tree, "kueue-fair" if change == "mode" else "kueue"))

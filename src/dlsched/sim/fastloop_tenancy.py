@@ -28,6 +28,11 @@ from dlsched.tenancy.tree import ROOT
 
 _EPS = 1e-9
 
+#: the most the kernel's per-round and per-interval output may take (five arrays of event times x
+#: leaves, float64): 105 MB for the Philly trace's 82,247 jobs and 16 queues; a run that would take
+#: more (a million jobs in a dozen queues) runs in Python
+MAX_BYTES = 1 << 30
+
 #: the kernel's quota inputs of a run without a tenancy (no leaves), in the kernel's order of arguments
 NONE = {"tq": np.zeros(0, np.int64), "trank": np.zeros(0, np.int64), "tg": np.zeros(0), "tnom": np.zeros(0),
         "tcap": np.zeros(0), "tstrict": False}
@@ -46,11 +51,14 @@ def applies(sched) -> bool:
 
 def inputs(sched, specs) -> dict | None:
     """Each job's leaf (the accounts' index) and GPUs, each leaf's nominal and admission cap,
-    and whether a refused head blocks its queue; None where a job could borrow or be preempted."""
+    and whether a refused head blocks its queue; None where a job could borrow or be preempted,
+    or where the kernel's per-round output would pass MAX_BYTES."""
     ten = sched.tenancy
     index = ten.accounts.index
     b = Book(ten.tree, None, ten.resources)
     n = len(specs)
+    if 5 * 8 * (2 * n + 2) * len(index) > MAX_BYTES:       # (fastloop._call's r_* and w_h)
+        return None
     tq, tg = np.empty(n, np.int64), np.empty(n, np.float64)
     prios = set()
     for j, s in enumerate(specs):
