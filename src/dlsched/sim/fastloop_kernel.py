@@ -43,7 +43,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
 
     Under quotas (L = len(tnom) leaves > 0; dlsched.sim.fastloop_tenancy says where): each job's
     leaf tq, rank in Kueue's order of heads trank (its lanes keep the profile's order) and GPUs
-    tg, each leaf's nominal tnom and admission cap tcap. A round is then
+    tg, each leaf's nominal tnom and limit, borrowing and lending limits tcap. A round is then
     Tenancy.admit's walk (the head of least Kueue key: within nominal first, then the queue's
     order; admitted while its leaf stays within its cap; a refused head blocks its leaf where
     tstrict) and Placing._place_per_queue over the admitted; per round (r_*: time, demand,
@@ -146,6 +146,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     cur_r = -1
     t_last = -1.0
     t_set = False
+    aborted = False
     while hn > 0 or ai < n:
         tf = ht[0] if hn > 0 else inf
         ta = arr_t[arr_order[ai]] if ai < n else inf
@@ -242,11 +243,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
             dirty = True
         # -- Tenancy.observe: the accounts integrate up to now where what is held changed
         if L > 0 and (fin or not t_set):
-            if t_set and now > t_last:
-                w_dt[nw] = now - t_last
-                w_h[nw, :] = acc_h
-                w_r[nw] = cur_r
-                nw += 1
+            nw = _fq.interval(now, t_last, t_set, acc_h, cur_r, w_dt, w_h, w_r, nw)
             t_set = True
             t_last = now
             acc_h[:] = theld
@@ -263,6 +260,9 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
             if L > 0:                        # Tenancy.admit: the lanes, then the walk
                 na = _fq.walk(qs if dyn else q, qn, tq, trank, tg, tnom, tcap, tstrict, tused, tw, asked, lcnt,
                               loff, lhead, nref, ndec, blk, lbuf, adm)
+                if na < 0:                   # victims it would take: the Python loop's
+                    aborted = True
+                    break
                 op_a[nop - 1] = na
             if dyn:                          # progressive filling over the admitted (all: no quotas)
                 for qi in range(na if L > 0 else 0):
@@ -386,11 +386,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                 r = nrounds - 1
                 _fq.account(r, now, nl, launched, tq, tg, tnom, tused, tw, asked, lcnt, loff, nref, ndec, lbuf, decr,
                             acc_h, r_t, r_dem, r_nq, r_npl, r_h, r_flag)
-                if now > t_last:
-                    w_dt[nw] = now - t_last
-                    w_h[nw, :] = acc_h
-                    w_r[nw] = cur_r
-                    nw += 1
+                nw = _fq.interval(now, t_last, True, acc_h, cur_r, w_dt, w_h, w_r, nw)
                 t_last = now
                 cur_r = r
             # -- SimBackend.apply: each launch's _take, then _refresh
@@ -493,6 +489,6 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
         ji[j, 0] = state[j]
         jf[j, 2] = rem[j]
         jf[j, 3] = gpu_s[j]
-        if state[j] != DONE and state[j] != REJECTED:
+        if state[j] != DONE and state[j] != REJECTED or aborted:
             left += 1
     return nop, npl, ng, ntl, now, eff_gpu_s, effective, eff_t, nrounds, left, nw, t_last

@@ -1,13 +1,16 @@
 """Quotas in the compiled run of the FIFO family (dlsched.sim.fastloop): where it applies, its
 inputs, and the tenancy's records it leaves.
 
-It applies to Kueue classic (the `kueue` mode, its parts unchanged, no minimum runtimes) on GPU
-quotas where no job can borrow and none can be preempted: every queue that holds a job is a leaf
-under the root with a borrowing limit of 0, and every job has the same priority. There the walk
-of Tenancy.admit is a merge of the queues' heads by Kueue's key (within nominal first, then
-submit time and id), each admitted while its queue stays within its nominal (and limit), and
-victims are never chosen: Kueue reclaims only from a queue above its nominal, and preempts in a
-queue only a job of lower priority. The kernel (dlsched.sim.fastloop_kernel) walks so, places
+It applies to Kueue classic (the `kueue` mode, its parts unchanged, reclaim from any priority,
+no minimum runtimes) on GPU quotas of a flat tree (every queue a leaf under the root, the
+cohort) where every job has the same priority. There the walk of Tenancy.admit takes the
+queues' heads by Kueue's key (within nominal first, then submit time and id), each admitted
+where Book.fits would (its queue's limit and nominal plus borrowing limit, the cohort's idle
+nominal within each queue's lending limit), and a queue never preempts its own jobs (Kueue
+does so only for a higher priority). Reclaim is not in the kernel: where a refused head within
+its nominal could take victims from a queue that borrows, the kernel stops and the Python loop
+runs the whole replay (as isolated queues never do; `philly-isolated`). The kernel
+(dlsched.sim.fastloop_kernel) walks so, places
 the admitted as Placing._place_per_queue does, and keeps per round and per interval what
 Tenancy.observe and Accounts.round and advance keep; `write` sums the intervals in
 Accounts.flush's blocks, so the summary's `queues`, fairness and series are the Python loop's
@@ -35,7 +38,7 @@ MAX_BYTES = 1 << 30
 
 #: the kernel's quota inputs of a run without a tenancy (no leaves), in the kernel's order of arguments
 NONE = {"tq": np.zeros(0, np.int64), "trank": np.zeros(0, np.int64), "tg": np.zeros(0), "tnom": np.zeros(0),
-        "tcap": np.zeros(0), "tstrict": False}
+        "tcap": np.zeros((0, 3)), "tstrict": False}
 
 
 def applies(sched) -> bool:
@@ -45,14 +48,16 @@ def applies(sched) -> bool:
     s = ten.mode.spec
     return (s.entitlement == "nominal" and s.queue_order == "kueue" and s.victims == "kueue" and s.ledger is None
             and s.pool == "none" and not s.non_preemptible_in_quota and s.reclaim_min_runtime_s == 0
-            and s.preempt_min_runtime_s == 0 and ten.resources == ["gpu"] and ten.accounts.t is None
+            and s.preempt_min_runtime_s == 0 and getattr(ten.mode.victims, "reclaim", None) == "any"
+            and ten.resources == ["gpu"] and ten.accounts.t is None
             and not ten._hold and not ten.started)
 
 
 def inputs(sched, specs) -> dict | None:
-    """Each job's leaf (the accounts' index) and GPUs, each leaf's nominal and admission cap,
-    and whether a refused head blocks its queue; None where a job could borrow or be preempted,
-    or where the kernel's per-round output would pass MAX_BYTES."""
+    """Each job's leaf (the accounts' index) and GPUs, each leaf's nominal and limit, borrowing
+    and lending limits, and whether a refused head blocks its queue; None where the tree is not
+    flat, jobs have more than one priority, or the kernel's per-round output would pass
+    MAX_BYTES."""
     ten = sched.tenancy
     index = ten.accounts.index
     b = Book(ten.tree, None, ten.resources)
@@ -73,13 +78,13 @@ def inputs(sched, specs) -> dict | None:
     if len(prios) > 1 or b.limit(ROOT, "gpu") < math.inf:
         return None
     leaves = ten.accounts.leaves
+    if len(leaves) != len(ten.tree.nodes) or any(b.path(leaf) != [leaf, ROOT] for leaf in leaves):
+        return None                            # (inner queues: their balances are not walked here)
     tnom = np.array([b.nominal(leaf, "gpu") for leaf in leaves])
-    tcap = np.full(len(leaves), math.inf)
-    for i in set(tq.tolist()):
-        leaf = leaves[i]
-        if b.path(leaf) != [leaf, ROOT] or b.borrowing_limit(leaf, "gpu") != 0 or not math.isfinite(tnom[i]):
-            return None
-        tcap[i] = min(tnom[i], b.limit(leaf, "gpu"))
+    tcap = np.array([(b.limit(leaf, "gpu"), b.borrowing_limit(leaf, "gpu"), b.lending_limit(leaf, "gpu"))
+                     for leaf in leaves], dtype=np.float64)
+    if not np.isfinite(tnom).all():
+        return None
     trank = np.empty(n, np.int64)              # Kueue's order of heads: (-priority, submit time, id)
     trank[sorted(range(n), key=lambda i: (specs[i].submit_time_s, specs[i].job_id))] = np.arange(n)
     return {"tq": tq, "trank": trank, "tg": tg, "tnom": tnom, "tcap": tcap, "tstrict": bool(ten.strict)}
