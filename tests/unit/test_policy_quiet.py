@@ -180,3 +180,18 @@ def test_drf_forgetting_an_event_is_caught(drf_checked, monkeypatch):
     monkeypatch.setattr(ChangedJobs, "observe", lambda self, events, applied: real(self, [], applied))
     with pytest.raises(AssertionError):
         run(_cluster(), _jobs(1, users=4), "drf")
+
+
+def test_srtf_quiet_time_reads_this_rounds_queue_not_an_earlier_one():
+    """A job started by a round and finished at the same time (no duration), then a round at
+    that time that keys nobody (its queue kept), then a periodic tick at that time: SRTF's quiet
+    time read the first round's queue, whose finished job has no key any more, and the run
+    stopped with an IndexError (test_fastloop's small case, at t = 178 s). It reads the round's
+    own queue now, and the quiet run is the run with every round."""
+    from test_fastloop import small_case
+    cl, jobs = small_case()
+    assert any(j.duration_s == 0 for j in jobs)
+    quiet, s1 = run(cl, jobs, "srtf")
+    every, _ = run(cl, jobs, "srtf", quiet=False)
+    assert quiet.events == every.events and quiet.decisions == every.decisions
+    assert s1.rounds_skipped > 0 and s1.n_done > 0

@@ -29,10 +29,12 @@ _PLACED = attrgetter("placed")
 class KeptOrder:
     """The queue's keyed records in key order (`sorted`), and those not yet keyed (`new`)."""
 
-    __slots__ = ("order", "sorted", "new", "kept")
+    __slots__ = ("order", "sorted", "new", "kept", "note")
 
     def __init__(self, order) -> None:
         self.order = order
+        # told each round's context, which may key nobody (SrtfOrder.quiet_until reads its queue)
+        self.note = getattr(order, "note_round", None)
         self.sorted: list = []
         self.new: dict = {}          # job_id -> record, joined the queue since the last round
         self.kept: set = set()       # job ids in `sorted`
@@ -59,6 +61,8 @@ class KeptOrder:
         """The waiting jobs in key order for this round: the new ones and those holding tasks
         keyed now (key + (submit_time_s, job_id), as the round keys them), the others as kept."""
         key = self.order.key
+        if self.note is not None:
+            self.note(ctx)
         s, kept = self.sorted, self.kept
         moved = list(filter(_PLACED, s))          # a partial gang attains service as it waits
         for r in moved:

@@ -37,7 +37,7 @@ import time as _time
 import numpy as np
 
 from dlsched.core.types import GPU, NRES
-from dlsched.sim import fastloop_tenancy
+from dlsched.sim import fastloop_gandiva, fastloop_tenancy
 from dlsched.sim.fastloop_kernel import (ARRIVE, DONE, FINISH, LAUNCH, PARTIAL, PENDING, RATE,  # noqa: F401
                                          REJECTED, ROUND, RUNNING, _loop_py)
 
@@ -70,6 +70,7 @@ def available() -> bool:
         fastloop_quota.compile()
         fastloop_drf.compile()
         fastloop_place.compile()
+        fastloop_gandiva.compile()
         _kernel = numba.njit(cache=True, nogil=True)(_loop_py)
     return _kernel is not None
 
@@ -141,7 +142,8 @@ def warm() -> float:
            "dem": np.ones((1, NRES)), "thr_n": one, "thr_dim": np.zeros((1, NRES), np.int64),
            "thr_val": np.full((1, NRES), 1 - _EPS), "want": np.full(1, -1, np.int64), "node_type": i1,
            "node_gpus": one, "free": np.ones((1, NRES)), "gload": np.zeros((1, 1), np.int64),
-           "gang": False, "blocking": True, **_placement(None, None), **fastloop_tenancy.NONE}
+           "gang": False, "blocking": True, **_placement(None, None), **fastloop_gandiva.NONE,
+           **fastloop_tenancy.NONE}
     _call(inp)
     return _time.perf_counter() - t0
 
@@ -149,17 +151,17 @@ def warm() -> float:
 def _profile_applies(sched) -> bool:
     """The profile is the FIFO family's: an order whose keys are fixed at arrival (fifo, edf,
     sjf, tetris's: _static_key), the fits filter and scorers scheduler/fastplace compiles (first
-    fit, tetris, resource allocation), the requested allocation, nothing else; rounds on events
-    only; a scheduler that has not run."""
+    fit, tetris, resource allocation), Gandiva's reactive placer alone (fastloop_gandiva), the
+    requested allocation, nothing else; rounds on events only; a scheduler that has not run."""
     from dlsched.policies.allocate.requested import RequestedAllocate
     p = sched.profile
     ten = getattr(sched, "tenancy", None)
     if ten is not None and not fastloop_tenancy.applies(sched):
         return False           # quotas the walk here does not mirror: the Python loop's
-    own = ([c for c in sched._observers if c is not ten and c is not p.order],      # (DRF's: its caches)
-           [c for c in sched._wakers if c is not ten])
+    own = ([c for c in sched._observers if c is not ten and c is not p.order       # (DRF's: its caches)
+            and c is not fastloop_gandiva.placer(p)], [c for c in sched._wakers if c is not ten])
     return (_static_key(p.order) is not None and _placer(p)[0] is not None and not p.actions
-            and not p.placers and type(p.allocator) is RequestedAllocate and p.event_rounds and not p.round_s
+            and (not p.placers or fastloop_gandiva.placer(p) is not None) and type(p.allocator) is RequestedAllocate and p.event_rounds and not p.round_s
             and not own[0] and not own[1] and not sched._stateful and sched.sink is None
             and not sched.jobs and not len(sched.log) and not len(sched.rounds) and not len(sched.timeline)
             and not sched.queue and not sched.running and sched._next_tick is None)
@@ -186,7 +188,8 @@ def _static_key(order):
     return None
 
 
-_SCORED = ("kinds", "weights", "ra_w", "ra_most", "ra_res", "inv", "tmask", "gused", "coloc", "dyn", "juser", "capv")
+_SCORED = ("kinds", "weights", "ra_w", "ra_most", "ra_res", "inv", "tmask", "gused", "coloc", "dyn", "juser", "capv",
+           *fastloop_gandiva.NONE)
 
 
 def _placer(profile) -> tuple:
@@ -325,7 +328,8 @@ def _inputs(sched, be) -> dict | None:
     toff = np.zeros(n + 1, np.int64)
     np.cumsum(ntask, out=toff[1:])
     quotas = fastloop_tenancy.inputs(sched, specs) if ten is not None else fastloop_tenancy.NONE
-    if quotas is None:
+    gandiva = fastloop_gandiva.inputs(sched.profile, cl, specs)
+    if quotas is None or gandiva is None:
         return None
     st = be.state
     p = sched.profile
@@ -337,7 +341,7 @@ def _inputs(sched, be) -> dict | None:
             "node_gpus": np.array([nd.gpus for nd in cl.nodes], np.int64),
             "free": np.array(st.free, dtype=np.float64, order="C"), "gload": np.array(st.gpu_load, dtype=np.int64),
             "gang": bool(p.gang), "blocking": bool(p.blocking), **_placement(p, cl, specs),
-            **quotas}
+            **gandiva, **quotas}
 
 
 def _shape(tasks, demands: dict):

@@ -16,6 +16,7 @@ import numpy as np
 from dlsched.core.types import GPU
 from dlsched.scheduler import fastplace as _fp      # its compiled placement, for scored profiles
 from dlsched.sim import fastloop_drf as _fd         # DRF's order
+from dlsched.sim import fastloop_gandiva as _fg     # Gandiva's getNodes
 from dlsched.sim import fastloop_place as _fl       # co-location's placement
 from dlsched.sim import fastloop_quota as _fq       # the admission walk and accounts under quotas
 
@@ -27,7 +28,7 @@ PENDING, PARTIAL, RUNNING, DONE, REJECTED = range(5)
 
 def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tdem, tgpu, dem, thr_n, thr_dim,
              thr_val, want, node_type, node_gpus, free, gload, gang, blocking, kinds, weights, ra_w, ra_most,
-             ra_res, inv, tmask, gused, coloc, dyn, juser, capv, tq, trank, tg, tnom, tcap, tstrict,
+             ra_res, inv, tmask, gused, coloc, dyn, juser, capv, gand, gsz, gval, gover, gmax, tq, trank, tg, tnom, tcap, tstrict,
              op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji,
              r_t, r_dem, r_nq, r_npl, r_h, r_flag, w_dt, w_h, w_r):
     """Scheduler._run over SimBackend.poll/apply for the jobs and cluster given as arrays (see
@@ -39,7 +40,9 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     time, rounds, jobs left unfinished, the accounts' rows, the time of their last).
 
     A scored profile's placement (kinds > 0) is scheduler/fastplace's, called here (co-location's
-    through dlsched.sim.fastloop_place); DRF's order (dyn) is dlsched.sim.fastloop_drf's.
+    through dlsched.sim.fastloop_place); DRF's order (dyn) is dlsched.sim.fastloop_drf's;
+    Gandiva's getNodes (gand: each job's size gsz, as a column of the affinity, and gval) is
+    dlsched.sim.fastloop_gandiva's, whose OVER ends the run (aborted: the Python loop's).
 
     Under quotas (L = len(tnom) leaves > 0; dlsched.sim.fastloop_tenancy says where): each job's
     leaf tq, rank in Kueue's order of heads trank (its lanes keep the profile's order) and GPUs
@@ -51,10 +54,8 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     interval of Accounts.advance (w_*: length, held GPUs, the round in force) what
     Accounts.round and Accounts.advance keep, for dlsched.sim.fastloop_tenancy to sum."""
     n = arr_order.shape[0]
-    inf = np.inf
-    nan = np.nan
-    nodes = free.shape[0]
-    nres = free.shape[1]
+    inf, nan = np.inf, np.nan
+    nodes, nres = free.shape
     # per job
     nplaced = np.zeros(n, np.int64)
     hold = np.zeros(n, np.float64)
@@ -103,7 +104,9 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     ntl = 0
     nrows = 0
     nrounds = 0
-    scored = kinds.shape[0] > 0                # a scored profile's placement (else first fit)
+    scored = kinds.shape[0] > 0 or gand        # a scored profile's placement (else first fit)
+    aff = np.zeros((nodes, gsz.max() + 1 if gand and n > 0 else 0), np.int64)    # Gandiva's affinity
+    njobs = np.zeros(nodes, np.int64)
     mt = 1
     for j in range(n):
         mt = max(mt, ntask[j])
@@ -197,6 +200,8 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                     gload[nd, gbuf[x]] -= 1
                     if gload[nd, gbuf[x]] == 0:
                         busy -= 1
+            if gand:                                 # GandivaPlace.observe: its size leaves the nodes
+                _fg.hold(aff, njobs, gsz[j], pl_node, tk_pl, toff[j], ntask[j], -1)
             gpu_s[j] += hold[j] * (now - since[j])
             since[j] = now
             if dyn:                                  # DrfOrder: the user holds less
@@ -248,7 +253,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
             t_last = now
             acc_h[:] = theld
         # -- the round (Scheduler.round: each waiting job in order, its tasks by first fit)
-        if dirty and qn > 0:
+        if dirty and (qn > 0 or gand):           # (a placer's round: even with nobody waiting)
             op[nop], op_t[nop], op_a[nop] = ROUND, now, qn
             nop += 1
             nrounds += 1
@@ -276,7 +281,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                 first = toff[j] + nplaced[j]
                 end = toff[j] + ntask[j]
                 ok = True
-                if gang and end - first > 1:     # all or nothing: the cluster's free total first
+                if gang and end - first > 1 and not gand:     # all or nothing: the free total first
                     for r in range(nres):
                         need[r] = 0.0
                         have[r] = 0.0
@@ -298,7 +303,13 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                             dbuf[k - first, :] = dem[tdem[k]]
                         w = want[j]
                         row = tmask[0 if w == -1 else (w + 1 if w >= 0 else tmask.shape[0] - 1)]
-                        if coloc:                    # every task on one node (fastloop_place)
+                        if gand:                     # Gandiva's getNodes (fastloop_gandiva)
+                            m = _fg.place(free, gload, node_gpus, row, aff, njobs, gsz[j], gval[j], dbuf[0],
+                                          end - first, tgpu[first], gover, gmax, outn, outg, slots)
+                            if m < 0:
+                                aborted = True
+                                break
+                        elif coloc:                  # every task on one node (fastloop_place)
                             m = _fl.colocate(free, row, inv, dbuf, end - first, kinds, weights, ra_w, ra_most,
                                              ra_res, gload, gused, node_gpus, outn, outg, cmask, slots)
                         else:
@@ -338,18 +349,8 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                                 gbuf[ng + x] = outg[k - first, x]
                             ng += kk
                         elif kk > 0:                 # pick_gpus: least loaded, lowest index first
-                            for x in range(kk):
-                                best = -1
-                                for g in range(node_gpus[nd]):
-                                    taken = False
-                                    for y in range(ng, ng + x):
-                                        if gbuf[y] == g:
-                                            taken = True
-                                    if not taken and (best < 0 or gload[nd, g] < gload[nd, best]):
-                                        best = g
-                                gbuf[ng + x] = best
-                            for x in range(kk):
-                                gload[nd, gbuf[ng + x]] += 1
+                            _fp._take_gpus(nd, float(kk), gload, gused, False, node_gpus, slots, outg[0])
+                            gbuf[ng:ng + kk] = outg[0, :kk]
                             ng += kk
                         tk_pl[k] = npl
                         npl += 1
@@ -374,12 +375,16 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                                 ks[p - s0] = toff[j] + pl_task[p]
                             _fd.charge(juser[j], 1.0, ks, npl - s0, tdem, dem, uused, share, capv)
                         nplaced[j] = have_n
+                        if gand:                     # _NodeView.add_job: its size on its nodes
+                            _fg.hold(aff, njobs, gsz[j], pl_node, tk_pl, toff[j], ntask[j], 1)
                     if have_n < ntask[j]:
                         ok = False
                 if not ok and L == 0 and blocking:
                     break
                 if not ok and L > 0 and tstrict:
                     blk[tq[j]] = True
+            if aborted:
+                break
             for i in range(nu):
                 ucnt[users[i]] = 0
             if L > 0:                        # Accounts.round, then its advance

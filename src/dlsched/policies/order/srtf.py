@@ -152,6 +152,12 @@ class SrtfOrder(SizeOrder, Order):
         self._ctx = ctx
         return self._key_at(job, ctx.cluster, ctx.now)
 
+    def note_round(self, ctx) -> None:
+        """The round's context, from the kept queue (scheduler/kept_order.py), where the round
+        keys nobody: quiet_until must not read an earlier round's queue at the same time (a job
+        it started may have finished since, at that time)."""
+        self._ctx = ctx
+
     def keys(self, jobs: list, ctx) -> list[tuple]:
         """`key` of each job (preempt's walk keys every running job each round)."""
         if ctx is None:
