@@ -144,7 +144,7 @@ def _arrow_clock(s, empty: np.ndarray, fmt: str | None) -> np.ndarray | None:
         if fmt is not None and fmt != "ISO8601":
             shaped = pc.and_(pc.equal(pc.utf8_length(text), 19),
                              pc.equal(pc.utf8_slice_codeunits(text, 10, 11), " "))
-            if not pc.all(shaped).as_py() in (True, None):
+            if pc.all(shaped).as_py() not in (True, None):
                 return None
         secs = pc.cast(pc.cast(text, pa.timestamp("s")), pa.int64()).to_numpy(zero_copy_only=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
