@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 
 from dlsched.cluster import cluster_from_dict
+from dlsched.metrics.result import build_result
 from dlsched.scheduler.core import Scheduler, build_profile
 from dlsched.sim import fastloop
 from dlsched.sim.backend import SimBackend
 from dlsched.tenancy.engine import Tenancy
+from dlsched.tenancy.tree import tree_from_dict
 from dlsched.workload.schema import job_from_row
 from test_fastloop import assert_same, random_cluster
 from test_fastloop_tenancy import random_tree, with_queues
@@ -54,10 +56,10 @@ def alike_jobs(rng, n):
     return jobs
 
 
-def run(profile, cl, jobs, compiled: bool, record: bool, tree=None):
+def run(profile, cl, jobs, compiled: bool, record: bool, tree=None, name="gandiva-reactive"):
     backend = SimBackend(cl, jobs, record_rates=record)
     backend.compiled_loop = compiled
-    sched = Scheduler(build_profile("gandiva-reactive", profile), seed=0,
+    sched = Scheduler(build_profile(name, profile), seed=0,
                       tenancy=Tenancy(tree, "kueue") if tree is not None else None)
     sched.run(backend)
     return sched, backend
@@ -82,6 +84,54 @@ def test_compiled_gandiva_leaves_what_the_python_loop_leaves(over, seed):
     done = all(r.state.value in ("done", "rejected") for r in ref[0].jobs.values())
     assert got[1].compiled_run == done if not over else done or not got[1].compiled_run
     assert max(n for *_, n in ref[0].timeline) > 1, "nothing queued: the test would not exercise the round"
+    assert_same(ref, got)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_compiled_gandiva_with_its_actions_and_ticks_leaves_what_the_python_loop_leaves(seed):
+    """The `gandiva` profile: its actions decide nothing while every job it admits starts at once
+    (jobs wait on their queue's quota, seeds 2-3, not on GPUs), and its periodic round (60 s)
+    runs after a round that started something and is skipped as quiet otherwise: the compiled
+    run, with the same rounds, skips and records. Jobs run up to 5,000 s: many ticks each."""
+    rng = np.random.default_rng(500 + seed)
+    cl = cluster_from_dict({"name": "roomy", "node_groups": [
+        {"count": 4, "gpus": 8, "gpu_type": "V100", "cpus": 64, "mem_gb": 512, "gpu_mem_gb": 16},
+        {"count": 2, "gpus": 4, "gpu_type": "K80", "cpus": 32, "mem_gb": 256, "gpu_mem_gb": 12}]})
+    jobs, t = [], 0.0
+    for j in range(120):                  # a light load: at most a few jobs of a few GPUs at once
+        t += float(rng.choice([0.0, 60.0, 120.0, rng.uniform(100, 900)]))
+        jobs.append(job_from_row(dict(job_id=f"r{j:03d}", submit_time_s=t, duration_s=float(rng.uniform(0, 1500)),
+                                      workers=int(rng.choice([1, 1, 2])), gpus_per_worker=float(rng.choice([1, 2])),
+                                      cpus_per_worker=4.0, mem_gb_per_worker=16.0)))
+    tree = None
+    if seed >= 2:
+        tree = tree_from_dict({"queues": [{"name": "a", "quotas": {"gpu": {"nominal": 6, "borrowing_limit": 0}}},
+                                          {"name": "b", "quotas": {"gpu": {"nominal": 8, "borrowing_limit": 0}}}]})
+        jobs = with_queues(rng, jobs, tree)
+    record = bool(seed % 2)
+    ref = run(None, cl, jobs, False, record, tree, "gandiva")
+    got = run(None, cl, jobs, True, record, tree, "gandiva")
+    assert got[1].compiled_run and not ref[1].compiled_run
+    assert_same(ref, got)
+    assert got[0].rounds_skipped == ref[0].rounds_skipped > 0
+    ticks = {t for t, kind, *_ in ref[0].log if kind == "round"} - {t for t, *_ in ref[1].log}
+    assert ticks, "no round at a tick alone: the test would not exercise the ticks"
+    if tree is not None:
+        assert any(q["quota_wait_s"] > 0 for q in build_result(*ref, policy="p", cluster_name="c",
+                                                               workload_name="w").summary["queues"].values())
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gandiva_where_its_actions_would_act_runs_in_python(seed):
+    """On a small cluster jobs wait for GPUs: time slicing or defragmentation would act, so the
+    compiled run stops and the Python loop runs it (the same records)."""
+    rng = np.random.default_rng(600 + seed)
+    cl = small_cluster(rng)
+    jobs = alike_jobs(rng, 200)
+    ref = run(None, cl, jobs, False, False, None, "gandiva")
+    got = run(None, cl, jobs, True, False, None, "gandiva")
+    assert not got[1].compiled_run
+    assert any(kind in ("suspend", "migrate") for _, kind, *_ in ref[0].log)
     assert_same(ref, got)
 
 

@@ -37,7 +37,7 @@ import time as _time
 import numpy as np
 
 from dlsched.core.types import GPU, NRES
-from dlsched.sim import fastloop_gandiva, fastloop_tenancy
+from dlsched.sim import fastloop_events, fastloop_gandiva, fastloop_tenancy
 from dlsched.sim.fastloop_kernel import (ARRIVE, DONE, FINISH, LAUNCH, PARTIAL, PENDING, RATE,  # noqa: F401
                                          REJECTED, ROUND, RUNNING, _loop_py)
 
@@ -70,6 +70,7 @@ def available() -> bool:
         fastloop_quota.compile()
         fastloop_drf.compile()
         fastloop_place.compile()
+        fastloop_events.compile()
         fastloop_gandiva.compile()
         _kernel = numba.njit(cache=True, nogil=True)(_loop_py)
     return _kernel is not None
@@ -87,7 +88,7 @@ def run(sched, backend, progress=None) -> bool:
         return False
     out = _call(inp)
     (op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji, *acc,
-     (nop, npl, ng, ntl, now, eff_gpu_s, effective, eff_t, nrounds, left, nw, t_last), wall) = out
+     (nop, npl, ng, ntl, now, eff_gpu_s, effective, eff_t, nrounds, left, nw, t_last, skipped), wall) = out
     if left:
         return False        # jobs left waiting (a non-gang profile that does not block): Python's
     _write(sched, backend, inp, wall, op[:nop], op_t[:nop], op_j[:nop], op_a[:nop], op_b[:nop],
@@ -95,6 +96,7 @@ def run(sched, backend, progress=None) -> bool:
     if sched.tenancy is not None:
         inp["state"] = ji[:, 0]
         fastloop_tenancy.write(sched, backend, inp, acc, nrounds, nw, float(t_last))
+    sched.rounds_skipped += int(skipped)
     be = backend
     be._now = float(now)
     be._eff_gpu_s, be._effective, be._eff_t = float(eff_gpu_s), float(effective), float(eff_t)
@@ -110,13 +112,14 @@ def _call(inp: dict) -> tuple:
     n = len(inp["work"])
     T = len(inp["tdem"])
     G = int(inp["tgpu"].sum())
-    m = 5 * n + T + 8                  # records: at most an arrival, a finish, a rate, two rounds
+    E = fastloop_events.rounds(n, inp["round_s"] > 0)       # rounds, and event times
+    m = 3 * n + T + E + 6              # records: an arrival, a finish, a rate each, a launch per task, rounds
     L = len(inp["tnom"])
-    R = 2 * n + 2 if L else 0          # rounds and the accounts' intervals: at most one per event time
+    R = E if L else 0                  # rounds and the accounts' intervals: at most one per event time
     outs = (np.zeros(m, np.int8), np.zeros(m, np.float64), np.zeros(m, np.int64), np.zeros(m, np.int64),
             np.zeros(m, np.int64),                                   # per job, and a launch per task
             np.zeros(T, np.int64), np.zeros(T, np.int64), np.zeros(T, np.int64), np.zeros(max(G, 1), np.int64),
-            np.zeros((2 * n + 2, 4), np.float64), np.zeros((2 * n + 2, 2), np.int64),   # a sample per event time
+            np.zeros((E, 4), np.float64), np.zeros((E, 2), np.int64),      # a sample per event time
             np.zeros((n, 6), np.float64), np.zeros((n, 2), np.int64),
             np.zeros(R), np.zeros((R, L)), np.zeros((R, L)), np.zeros((R, L)), np.zeros((R, L)),
             np.zeros(R, np.bool_), np.zeros(R), np.zeros((R, L)), np.zeros(R, np.int64))
@@ -143,7 +146,7 @@ def warm() -> float:
            "thr_val": np.full((1, NRES), 1 - _EPS), "want": np.full(1, -1, np.int64), "node_type": i1,
            "node_gpus": one, "free": np.ones((1, NRES)), "gload": np.zeros((1, 1), np.int64),
            "gang": False, "blocking": True, **_placement(None, None), **fastloop_gandiva.NONE,
-           **fastloop_tenancy.NONE}
+           "round_s": 0.0, "quiet": False, **fastloop_tenancy.NONE}
     _call(inp)
     return _time.perf_counter() - t0
 
@@ -151,18 +154,21 @@ def warm() -> float:
 def _profile_applies(sched) -> bool:
     """The profile is the FIFO family's: an order whose keys are fixed at arrival (fifo, edf,
     sjf, tetris's: _static_key), the fits filter and scorers scheduler/fastplace compiles (first
-    fit, tetris, resource allocation), Gandiva's reactive placer alone (fastloop_gandiva), the
-    requested allocation, nothing else; rounds on events only; a scheduler that has not run."""
+    fit, tetris, resource allocation), Gandiva's reactive placer (fastloop_gandiva), alone or
+    with the gandiva profile's actions and periodic round, the requested allocation, nothing
+    else; rounds on events (and that periodic round); a scheduler that has not run."""
     from dlsched.policies.allocate.requested import RequestedAllocate
     p = sched.profile
     ten = getattr(sched, "tenancy", None)
     if ten is not None and not fastloop_tenancy.applies(sched):
         return False           # quotas the walk here does not mirror: the Python loop's
-    own = ([c for c in sched._observers if c is not ten and c is not p.order       # (DRF's: its caches)
-            and c is not fastloop_gandiva.placer(p)], [c for c in sched._wakers if c is not ten])
-    return (_static_key(p.order) is not None and _placer(p)[0] is not None and not p.actions
-            and (not p.placers or fastloop_gandiva.placer(p) is not None) and type(p.allocator) is RequestedAllocate and p.event_rounds and not p.round_s
-            and not own[0] and not own[1] and not sched._stateful and sched.sink is None
+    acts = fastloop_gandiva.actions(p)         # (the gandiva profile's, deciding nothing in the kernel)
+    mine = {id(c) for c in (ten, p.order, fastloop_gandiva.placer(p), *acts)}      # (DRF's order: its caches)
+    own = ([c for c in sched._observers if id(c) not in mine], [c for c in sched._wakers if id(c) not in mine],
+           [c for c in sched._stateful if id(c) not in mine])
+    return (_static_key(p.order) is not None and _placer(p)[0] is not None and (not p.actions or bool(acts))
+            and (not p.placers or fastloop_gandiva.placer(p) is not None) and type(p.allocator) is RequestedAllocate and p.event_rounds and (not p.round_s or bool(acts))
+            and not own[0] and not own[1] and not own[2] and sched.sink is None
             and not sched.jobs and not len(sched.log) and not len(sched.rounds) and not len(sched.timeline)
             and not sched.queue and not sched.running and sched._next_tick is None)
 
@@ -189,7 +195,7 @@ def _static_key(order):
 
 
 _SCORED = ("kinds", "weights", "ra_w", "ra_most", "ra_res", "inv", "tmask", "gused", "coloc", "dyn", "juser", "capv",
-           *fastloop_gandiva.NONE)
+           *fastloop_gandiva.NONE, "round_s", "quiet")
 
 
 def _placer(profile) -> tuple:
@@ -341,7 +347,7 @@ def _inputs(sched, be) -> dict | None:
             "node_gpus": np.array([nd.gpus for nd in cl.nodes], np.int64),
             "free": np.array(st.free, dtype=np.float64, order="C"), "gload": np.array(st.gpu_load, dtype=np.int64),
             "gang": bool(p.gang), "blocking": bool(p.blocking), **_placement(p, cl, specs),
-            **gandiva, **quotas}
+            **gandiva, "round_s": float(p.round_s or 0.0), "quiet": bool(sched._can_be_quiet), **quotas}
 
 
 def _shape(tasks, demands: dict):

@@ -171,8 +171,10 @@ def _nodes1(gload, node_gpus, okrow, aff, s, ns, load):
     return c
 
 
-def _hold_py(aff, njobs, s, pl_node, tk_pl, first, nt, sign):
-    """A job of size column s starts (sign 1) or ends (-1) on its tasks' nodes (each node once)."""
+def _hold_py(aff, njobs, srun, s, pl_node, tk_pl, first, nt, sign):
+    """A job of size column s starts (sign 1) or ends (-1) on its tasks' nodes (each node once);
+    srun counts the jobs of each size placed and not finished."""
+    srun[s] += sign
     for k in range(first, first + nt):
         nd = pl_node[tk_pl[k]]
         seen = False
@@ -183,24 +185,48 @@ def _hold_py(aff, njobs, s, pl_node, tk_pl, first, nt, sign):
             njobs[nd] += sign
 
 
-place, hold = _place_py, _hold_py
+def _defrag_py(free, capn, okrow, d, nt, size):
+    """Whether GandivaMigrate._defrag would search for a waiting job of nt tasks of demand d
+    (size GPUs), before the round places anything: two GPUs or more, as many free in all, a node
+    that could hold it whole (its capacity) but none of its GPU type that holds it now. Any
+    node's capacity counts (it errs towards True: a search the Python loop would then not make
+    costs only the kernel's time)."""
+    if size < 2 - 1e-6:
+        return False
+    tot = 0.0
+    for n in range(free.shape[0]):
+        tot += max(free[n, GPU], 0.0)
+    if tot < size - 1e-6:
+        return False
+    could = False
+    for n in range(free.shape[0]):
+        could = could or _fits(capn, n, d, nt)
+    if not could:
+        return False
+    for n in range(free.shape[0]):
+        if okrow[n] and _fits(free, n, d, nt):
+            return False
+    return True
+
+
+place, hold, defrag = _place_py, _hold_py, _defrag_py
 
 
 def compile() -> None:
     """Make place and hold compiled (numba), after the helpers they call (scheduler/fastplace's
     first: fastloop.available)."""
-    global place, hold, _fits, _try_py, _undo, _nodes1
+    global place, hold, defrag, _fits, _try_py, _undo, _nodes1
     if place is _place_py:
         import numba
         jit = numba.njit(cache=True, nogil=True)
         _fits, _undo, _nodes1 = jit(_fits), jit(_undo), jit(_nodes1)
         _try_py = jit(_try_py)
-        place, hold = jit(_place_py), jit(_hold_py)
+        place, hold, defrag = jit(_place_py), jit(_hold_py), jit(_defrag_py)
 
 
 # -- the driver's side (dlsched.sim.fastloop): what applies, and the kernel's inputs ------------------
 #: the kernel's inputs for a profile without GandivaPlace
-NONE = {"gand": False, "gsz": np.zeros(0, np.int64), "gval": np.zeros(0), "gover": False, "gmax": 0}
+NONE = {"gand": False, "gsz": np.zeros(0, np.int64), "gval": np.zeros(0), "gover": False, "gmax": 0, "gact": False}
 
 
 def placer(profile):
@@ -208,6 +234,24 @@ def placer(profile):
     from dlsched.policies.actions.gandiva_place import GandivaPlace
     ps = profile.placers if profile is not None else ()
     return ps[0] if len(ps) == 1 and type(ps[0]) is GandivaPlace else None
+
+
+def actions(profile) -> tuple:
+    """The `gandiva` profile's actions (migrate, pack, time slicing, grow), where the profile has
+    these four and GandivaPlace, else (). The kernel runs them as deciding nothing, and stops
+    (the Python loop's) where migrate would search to defragment or time slicing could give a
+    waiting job a running one's GPUs; pack and migrate's moves act only on time-sliced jobs,
+    and grow only on jobs of a known model, which the kernel never takes."""
+    from dlsched.policies.actions.gandiva_grow import GandivaGrow
+    from dlsched.policies.actions.gandiva_migrate import GandivaMigrate
+    from dlsched.policies.actions.gandiva_pack import GandivaPack
+    from dlsched.policies.actions.gandiva_timeslice import GandivaTimeslice
+    acts = tuple(profile.actions) if profile is not None else ()
+    kinds = sorted(type(a).__name__ for a in acts)
+    if placer(profile) is None or kinds != sorted(c.__name__ for c in (GandivaGrow, GandivaMigrate, GandivaPack,
+                                                                         GandivaTimeslice)):
+        return ()
+    return acts
 
 
 def inputs(profile, cl, specs) -> dict | None:
@@ -235,4 +279,4 @@ def inputs(profile, cl, specs) -> dict | None:
     tmask = np.array([np.ones(len(types), np.bool_), *(types == t for t in range(len(cl.gpu_types))),
                       np.zeros(len(types), np.bool_)])
     return {"gand": True, "gsz": gsz, "gval": gval, "gover": bool(g.oversubscribe), "gmax": int(g.max_load),
-            "tmask": tmask}
+            "gact": bool(actions(profile)), "tmask": tmask}

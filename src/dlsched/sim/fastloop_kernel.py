@@ -16,6 +16,7 @@ import numpy as np
 from dlsched.core.types import GPU
 from dlsched.scheduler import fastplace as _fp      # its compiled placement, for scored profiles
 from dlsched.sim import fastloop_drf as _fd         # DRF's order
+from dlsched.sim import fastloop_events as _fe      # the finish heap
 from dlsched.sim import fastloop_gandiva as _fg     # Gandiva's getNodes
 from dlsched.sim import fastloop_place as _fl       # co-location's placement
 from dlsched.sim import fastloop_quota as _fq       # the admission walk and accounts under quotas
@@ -28,7 +29,7 @@ PENDING, PARTIAL, RUNNING, DONE, REJECTED = range(5)
 
 def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tdem, tgpu, dem, thr_n, thr_dim,
              thr_val, want, node_type, node_gpus, free, gload, gang, blocking, kinds, weights, ra_w, ra_most,
-             ra_res, inv, tmask, gused, coloc, dyn, juser, capv, gand, gsz, gval, gover, gmax, tq, trank, tg, tnom, tcap, tstrict,
+             ra_res, inv, tmask, gused, coloc, dyn, juser, capv, gand, gsz, gval, gover, gmax, gact, round_s, quiet, tq, trank, tg, tnom, tcap, tstrict,
              op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji,
              r_t, r_dem, r_nq, r_npl, r_h, r_flag, w_dt, w_h, w_r):
     """Scheduler._run over SimBackend.poll/apply for the jobs and cluster given as arrays (see
@@ -37,12 +38,14 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     the timeline samples (tl_f: time, allocated, effective, partial; tl_n: running, queued), and
     per job jf (first start, finish, remaining, gpu_s, first progress, attained GPU-s) and ji
     (state, stats row). Returns (records, samples, now, effective GPU-s, effective GPUs, its
-    time, rounds, jobs left unfinished, the accounts' rows, the time of their last).
+    time, rounds, jobs left unfinished, the accounts' rows, the time of their last, rounds skipped).
 
     A scored profile's placement (kinds > 0) is scheduler/fastplace's, called here (co-location's
     through dlsched.sim.fastloop_place); DRF's order (dyn) is dlsched.sim.fastloop_drf's;
     Gandiva's getNodes (gand: each job's size gsz, as a column of the affinity, and gval) is
-    dlsched.sim.fastloop_gandiva's, whose OVER ends the run (aborted: the Python loop's).
+    dlsched.sim.fastloop_gandiva's, whose OVER ends the run (aborted: the Python loop's), as
+    do the `gandiva` profile's actions (gact) where they could act. With round_s, the periodic
+    tick as Scheduler._run arms it, its round skipped where quiet (every component timeless).
 
     Under quotas (L = len(tnom) leaves > 0; dlsched.sim.fastloop_tenancy says where): each job's
     leaf tq, rank in Kueue's order of heads trank (its lanes keep the profile's order) and GPUs
@@ -150,10 +153,15 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     t_last = -1.0
     t_set = False
     aborted = False
-    while hn > 0 or ai < n:
+    tick = inf                         # the periodic round's tick pending (Scheduler._next_tick)
+    qsince = False                     # Scheduler._quiet_since is set: the last round decided nothing
+    skipped = 0
+    capn = free.copy()                 # each node's capacity (the run starts with every node free)
+    srun = np.zeros(aff.shape[1], np.int64)     # (gact: jobs of each size placed and not finished)
+    while hn > 0 or ai < n or tick < inf:
         tf = ht[0] if hn > 0 else inf
         ta = arr_t[arr_order[ai]] if ai < n else inf
-        t = tf if tf <= ta else ta
+        t = min(tf, ta, tick)
         if t > now:
             now = t
         dirty = False
@@ -161,22 +169,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
         # -- finishes at now (SimBackend._handle Finish, then Scheduler.handle JobFinish)
         while hn > 0 and ht[0] <= now:
             j = hj[0]
-            hn -= 1                          # pop: the last entry sifted down from the root
-            if hn > 0:
-                xt, xs, xj = ht[hn], hs[hn], hj[hn]
-                i = 0
-                while True:
-                    c = 2 * i + 1
-                    if c >= hn:
-                        break
-                    if c + 1 < hn and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hs[c + 1] < hs[c])):
-                        c += 1
-                    if ht[c] < xt or (ht[c] == xt and hs[c] < xs):
-                        ht[i], hs[i], hj[i] = ht[c], hs[c], hj[c]
-                        i = c
-                    else:
-                        break
-                ht[i], hs[i], hj[i] = xt, xs, xj
+            hn = _fe.pop(ht, hs, hj, hn)
             dt = now - last_t[j]             # _advance
             if dt > 0 and rate[j] > 0:
                 done = rate[j] * dt
@@ -201,7 +194,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                     if gload[nd, gbuf[x]] == 0:
                         busy -= 1
             if gand:                                 # GandivaPlace.observe: its size leaves the nodes
-                _fg.hold(aff, njobs, gsz[j], pl_node, tk_pl, toff[j], ntask[j], -1)
+                _fg.hold(aff, njobs, srun, gsz[j], pl_node, tk_pl, toff[j], ntask[j], -1)
             gpu_s[j] += hold[j] * (now - since[j])
             since[j] = now
             if dyn:                                  # DrfOrder: the user holds less
@@ -223,6 +216,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
             op[nop], op_t[nop], op_j[nop] = FINISH, now, j
             nop += 1
             dirty = True
+            qsince = False
         # -- arrivals at now (SimBackend._handle Arrive, then Scheduler._on_arrival)
         while ai < n and arr_t[arr_order[ai]] <= now:
             j = arr_order[ai]
@@ -231,6 +225,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
             rem[j] = work[j]
             op[nop], op_t[nop], op_j[nop] = ARRIVE, now, j
             nop += 1
+            qsince = False
             if rejected[j]:
                 state[j] = REJECTED
                 continue
@@ -246,6 +241,9 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
             q[lo] = j
             qn += 1
             dirty = True
+        if tick <= now:                      # the periodic tick (Scheduler.handle RoundTick)
+            tick = inf
+            dirty = True
         # -- Tenancy.observe: the accounts integrate up to now where what is held changed
         if L > 0 and (fin or not t_set):
             nw = _fq.interval(now, t_last, t_set, acc_h, cur_r, w_dt, w_h, w_r, nw)
@@ -253,7 +251,9 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
             t_last = now
             acc_h[:] = theld
         # -- the round (Scheduler.round: each waiting job in order, its tasks by first fit)
-        if dirty and (qn > 0 or gand):           # (a placer's round: even with nobody waiting)
+        if dirty and quiet and qsince and (qn > 0 or gand):     # (Scheduler._is_quiet: all timeless)
+            skipped += 1
+        elif dirty and (qn > 0 or gand):     # (a placer's round: even with nobody waiting)
             op[nop], op_t[nop], op_a[nop] = ROUND, now, qn
             nop += 1
             nrounds += 1
@@ -273,6 +273,14 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                 for qi in range(na if L > 0 else 0):
                     decr[adm[qi]] = -2 - nrounds          # (marked as this round's admitted)
                 nu = _fd.lanes(q, qn, decr, -2 - nrounds, L == 0, juser, ucnt, uoff, uhead, ubuf, users)
+            for qi in range(na if gact else 0):      # GandivaMigrate would defragment: Python's
+                j = q[qi] if L == 0 else adm[qi]
+                w = want[j]
+                if _fg.defrag(free, capn, tmask[0 if w == -1 else (w + 1 if w >= 0 else tmask.shape[0] - 1)],
+                              dem[tdem[toff[j]]], ntask[j], gval[j]):
+                    aborted = True
+            if aborted:
+                break
             for qi in range(na):
                 j = (_fd.pick(users, nu, ucnt, uoff, uhead, ubuf, share, keyrank) if dyn
                      else q[qi] if L == 0 else adm[qi])
@@ -376,13 +384,16 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                             _fd.charge(juser[j], 1.0, ks, npl - s0, tdem, dem, uused, share, capv)
                         nplaced[j] = have_n
                         if gand:                     # _NodeView.add_job: its size on its nodes
-                            _fg.hold(aff, njobs, gsz[j], pl_node, tk_pl, toff[j], ntask[j], 1)
+                            _fg.hold(aff, njobs, srun, gsz[j], pl_node, tk_pl, toff[j], ntask[j], 1)
                     if have_n < ntask[j]:
                         ok = False
                 if not ok and L == 0 and blocking:
                     break
-                if not ok and L > 0 and tstrict:
+                if not ok and L > 0 and tstrict and not gand:    # (GandivaPlace tries every job)
                     blk[tq[j]] = True
+                if not ok and gact and srun[gsz[j]] > 0:        # GandivaTimeslice may ring it: Python's
+                    aborted = True
+                    break
             if aborted:
                 break
             for i in range(nu):
@@ -414,15 +425,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                         holder[j] = True
             if L > 0 and nl > 0:
                 acc_h[:] = theld
-            for li in range(nl):                     # touched jobs in job-id order
-                touched[li] = launched[li]
-            for li in range(1, nl):
-                x = touched[li]
-                y = li - 1
-                while y >= 0 and idrank[touched[y]] > idrank[x]:
-                    touched[y + 1] = touched[y]
-                    y -= 1
-                touched[y + 1] = x
+            _fe.by_id(launched, nl, idrank, touched)     # touched jobs in job-id order
             for li in range(nl):
                 j = touched[li]
                 if nplaced[j] == ntask[j]:           # whole: rate 1 (_set_rate)
@@ -437,17 +440,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                     if jf[j, 4] != jf[j, 4]:
                         jf[j, 4] = now
                     ft = now + max(rem[j], 0.0) / 1.0
-                    fs = seq + li
-                    i = hn                           # push: sift up
-                    hn += 1
-                    while i > 0:
-                        par = (i - 1) // 2
-                        if ft < ht[par] or (ft == ht[par] and fs < hs[par]):
-                            ht[i], hs[i], hj[i] = ht[par], hs[par], hj[par]
-                            i = par
-                        else:
-                            break
-                    ht[i], hs[i], hj[i] = ft, fs, j
+                    hn = _fe.push(ht, hs, hj, hn, ft, seq + li, j)
                     op[nop], op_t[nop], op_j[nop] = RATE, now, j
                     nop += 1
                     psum -= pcount[j]
@@ -477,6 +470,9 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                     qn -= 1
                 else:
                     state[j] = PARTIAL
+            qsince = nl == 0
+        if round_s > 0 and tick == inf and (qn > 0 or nrun > 0) and (nrun > 0 or not (quiet and qsince)):
+            tick = now + round_s             # (the next periodic tick: Scheduler._run)
         # -- the timeline's sample (Scheduler._run)
         a, e, pt = float(busy), effective, psum
         if ntl == 0:
@@ -496,4 +492,4 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
         jf[j, 3] = gpu_s[j]
         if state[j] != DONE and state[j] != REJECTED or aborted:
             left += 1
-    return nop, npl, ng, ntl, now, eff_gpu_s, effective, eff_t, nrounds, left, nw, t_last
+    return nop, npl, ng, ntl, now, eff_gpu_s, effective, eff_t, nrounds, left, nw, t_last, skipped

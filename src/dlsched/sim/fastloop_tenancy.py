@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from dlsched.core.types import GPU
+from dlsched.sim import fastloop_events
 from dlsched.sim.fastloop_kernel import REJECTED
 from dlsched.tenancy.accounts import BLOCK
 from dlsched.tenancy.book import Book, request_of
@@ -62,7 +63,7 @@ def inputs(sched, specs) -> dict | None:
     index = ten.accounts.index
     b = Book(ten.tree, None, ten.resources)
     n = len(specs)
-    if 5 * 8 * (2 * n + 2) * len(index) > MAX_BYTES:       # (fastloop._call's r_* and w_h)
+    if 5 * 8 * fastloop_events.rounds(n, bool(sched.profile.round_s)) * len(index) > MAX_BYTES:  # (r_*, w_h)
         return None
     tq, tg = np.empty(n, np.int64), np.empty(n, np.float64)
     prios = set()
