@@ -39,6 +39,30 @@ def small_cluster(rng):
     return cluster_from_dict({"name": "rand", "node_groups": groups})
 
 
+def roomy_cluster():
+    return cluster_from_dict({"name": "roomy", "node_groups": [
+        {"count": 4, "gpus": 8, "gpu_type": "V100", "cpus": 64, "mem_gb": 512, "gpu_mem_gb": 16},
+        {"count": 2, "gpus": 4, "gpu_type": "K80", "cpus": 32, "mem_gb": 256, "gpu_mem_gb": 12}]})
+
+
+def light_jobs(rng, n=120):
+    """A light load for roomy_cluster: at most a few jobs of a few GPUs at once, each up to
+    1,500 s (many 60 s rounds)."""
+    jobs, t = [], 0.0
+    for j in range(n):
+        t += float(rng.choice([0.0, 60.0, 120.0, rng.uniform(100, 900)]))
+        jobs.append(job_from_row(dict(job_id=f"r{j:03d}", submit_time_s=t, duration_s=float(rng.uniform(0, 1500)),
+                                      workers=int(rng.choice([1, 1, 2])), gpus_per_worker=float(rng.choice([1, 2])),
+                                      cpus_per_worker=4.0, mem_gb_per_worker=16.0)))
+    return jobs
+
+
+def two_queues():
+    """Two isolated queues of 14 GPUs in all (roomy_cluster has 40): jobs wait on their quota."""
+    return tree_from_dict({"queues": [{"name": "a", "quotas": {"gpu": {"nominal": 6, "borrowing_limit": 0}}},
+                                      {"name": "b", "quotas": {"gpu": {"nominal": 8, "borrowing_limit": 0}}}]})
+
+
 def alike_jobs(rng, n):
     """Jobs of alike workers with whole GPUs (a Philly trace's shape)."""
     jobs, t = [], 0
@@ -94,19 +118,10 @@ def test_compiled_gandiva_with_its_actions_and_ticks_leaves_what_the_python_loop
     runs after a round that started something and is skipped as quiet otherwise: the compiled
     run, with the same rounds, skips and records. Jobs run up to 5,000 s: many ticks each."""
     rng = np.random.default_rng(500 + seed)
-    cl = cluster_from_dict({"name": "roomy", "node_groups": [
-        {"count": 4, "gpus": 8, "gpu_type": "V100", "cpus": 64, "mem_gb": 512, "gpu_mem_gb": 16},
-        {"count": 2, "gpus": 4, "gpu_type": "K80", "cpus": 32, "mem_gb": 256, "gpu_mem_gb": 12}]})
-    jobs, t = [], 0.0
-    for j in range(120):                  # a light load: at most a few jobs of a few GPUs at once
-        t += float(rng.choice([0.0, 60.0, 120.0, rng.uniform(100, 900)]))
-        jobs.append(job_from_row(dict(job_id=f"r{j:03d}", submit_time_s=t, duration_s=float(rng.uniform(0, 1500)),
-                                      workers=int(rng.choice([1, 1, 2])), gpus_per_worker=float(rng.choice([1, 2])),
-                                      cpus_per_worker=4.0, mem_gb_per_worker=16.0)))
+    cl, jobs = roomy_cluster(), light_jobs(rng)
     tree = None
     if seed >= 2:
-        tree = tree_from_dict({"queues": [{"name": "a", "quotas": {"gpu": {"nominal": 6, "borrowing_limit": 0}}},
-                                          {"name": "b", "quotas": {"gpu": {"nominal": 8, "borrowing_limit": 0}}}]})
+        tree = two_queues()
         jobs = with_queues(rng, jobs, tree)
     record = bool(seed % 2)
     ref = run(None, cl, jobs, False, record, tree, "gandiva")

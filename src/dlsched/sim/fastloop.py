@@ -37,7 +37,7 @@ import time as _time
 import numpy as np
 
 from dlsched.core.types import GPU, NRES
-from dlsched.sim import fastloop_events, fastloop_gandiva, fastloop_tenancy
+from dlsched.sim import fastloop_events, fastloop_gandiva, fastloop_preempt, fastloop_tenancy
 from dlsched.sim.fastloop_kernel import (ARRIVE, DONE, FINISH, LAUNCH, PARTIAL, PENDING, RATE,  # noqa: F401
                                          REJECTED, ROUND, RUNNING, _loop_py)
 
@@ -71,6 +71,7 @@ def available() -> bool:
         fastloop_drf.compile()
         fastloop_place.compile()
         fastloop_events.compile()
+        fastloop_preempt.compile()
         fastloop_gandiva.compile()
         _kernel = numba.njit(cache=True, nogil=True)(_loop_py)
     return _kernel is not None
@@ -146,7 +147,7 @@ def warm() -> float:
            "thr_val": np.full((1, NRES), 1 - _EPS), "want": np.full(1, -1, np.int64), "node_type": i1,
            "node_gpus": one, "free": np.ones((1, NRES)), "gload": np.zeros((1, 1), np.int64),
            "gang": False, "blocking": True, **_placement(None, None), **fastloop_gandiva.NONE,
-           "round_s": 0.0, "quiet": False, **fastloop_tenancy.NONE}
+           "round_s": 0.0, "quiet": False, "acts": False, "pgate": False, **fastloop_tenancy.NONE}
     _call(inp)
     return _time.perf_counter() - t0
 
@@ -162,12 +163,12 @@ def _profile_applies(sched) -> bool:
     ten = getattr(sched, "tenancy", None)
     if ten is not None and not fastloop_tenancy.applies(sched):
         return False           # quotas the walk here does not mirror: the Python loop's
-    acts = fastloop_gandiva.actions(p)         # (the gandiva profile's, deciding nothing in the kernel)
+    acts = fastloop_gandiva.actions(p) or (p.actions if fastloop_preempt.applies(p) else ())   # (deciding nothing)
     mine = {id(c) for c in (ten, p.order, fastloop_gandiva.placer(p), *acts)}      # (DRF's order: its caches)
     own = ([c for c in sched._observers if id(c) not in mine], [c for c in sched._wakers if id(c) not in mine],
            [c for c in sched._stateful if id(c) not in mine])
     return (_static_key(p.order) is not None and _placer(p)[0] is not None and (not p.actions or bool(acts))
-            and (not p.placers or fastloop_gandiva.placer(p) is not None) and type(p.allocator) is RequestedAllocate and p.event_rounds and (not p.round_s or bool(acts))
+            and (not p.placers or fastloop_gandiva.placer(p) is not None) and type(p.allocator) is RequestedAllocate and p.event_rounds and (not p.round_s or sched._can_be_quiet)
             and not own[0] and not own[1] and not own[2] and sched.sink is None
             and not sched.jobs and not len(sched.log) and not len(sched.rounds) and not len(sched.timeline)
             and not sched.queue and not sched.running and sched._next_tick is None)
@@ -184,18 +185,20 @@ def _static_key(order):
     from dlsched.policies.order.fifo import FifoOrder
     from dlsched.policies.order.remaining_work import RemainingWorkOrder
     from dlsched.policies.order.sjf import SjfOrder
+    from dlsched.policies.order.srtf import SrtfOrder
     t = type(order)
     if t is DrfOrder:                   # (its keys change: fastloop_drf; FIFO among equal shares)
         return lambda s: ()
     if t is FifoOrder or t is EdfOrder or t is RemainingWorkOrder:     # (the last: a DL job's work is its spec's)
         return lambda s: order.key(SimpleNamespace(spec=s), None)
-    if t is SjfOrder:
+    if t is SjfOrder or t is SrtfOrder:     # (SRTF's: remaining = total work, as nothing is preempted)
         return lambda s: order.scaled(SimpleNamespace(spec=s), order.work.estimate(s, None))
     return None
 
 
 _SCORED = ("kinds", "weights", "ra_w", "ra_most", "ra_res", "inv", "tmask", "gused", "coloc", "dyn", "juser", "capv",
-           *fastloop_gandiva.NONE, "round_s", "quiet")
+           *fastloop_gandiva.NONE, "round_s", "quiet", "acts",
+           "pgate")
 
 
 def _placer(profile) -> tuple:
@@ -347,7 +350,8 @@ def _inputs(sched, be) -> dict | None:
             "node_gpus": np.array([nd.gpus for nd in cl.nodes], np.int64),
             "free": np.array(st.free, dtype=np.float64, order="C"), "gload": np.array(st.gpu_load, dtype=np.int64),
             "gang": bool(p.gang), "blocking": bool(p.blocking), **_placement(p, cl, specs),
-            **gandiva, "round_s": float(p.round_s or 0.0), "quiet": bool(sched._can_be_quiet), **quotas}
+            **gandiva, "round_s": float(p.round_s or 0.0), "quiet": bool(sched._can_be_quiet),
+            "acts": bool(sched._acts_on_running), "pgate": bool(fastloop_preempt.applies(p) and p.actions[0].enabled), **quotas}
 
 
 def _shape(tasks, demands: dict):

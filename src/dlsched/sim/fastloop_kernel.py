@@ -2,12 +2,10 @@
 run of the FIFO family, written over arrays for numba (fastloop.available compiles it), and the
 codes of the records and job states it writes.
 
-A module of its own because it is the part that is compiled and read line by line against the
-Python loop it mirrors (each step names the method whose operations it repeats, in the same
-order): what it applies to, its inputs and how its output becomes the two drivers' records stay
-in dlsched.sim.fastloop, whose docstring says why the results are the same exactly. The speed it
-buys is benchmarks/bench_sim.py's fifo on the whole Philly trace (and the FIFO family's rows of
-benchmarks/bench_policies.py): RESULTS.md, block `fifo`.
+A module of its own because it is read line by line against the Python loop it mirrors (each
+step names the method whose operations it repeats, in order); what it applies to, its inputs
+and its output's records are dlsched.sim.fastloop's, whose docstring says why the results are
+the same exactly. The speed it buys: RESULTS.md, blocks `fifo`, `policies` and `tenancy`.
 """
 from __future__ import annotations
 
@@ -18,6 +16,7 @@ from dlsched.scheduler import fastplace as _fp      # its compiled placement, fo
 from dlsched.sim import fastloop_drf as _fd         # DRF's order
 from dlsched.sim import fastloop_events as _fe      # the finish heap
 from dlsched.sim import fastloop_gandiva as _fg     # Gandiva's getNodes
+from dlsched.sim import fastloop_preempt as _fpr    # preempt's gate
 from dlsched.sim import fastloop_place as _fl       # co-location's placement
 from dlsched.sim import fastloop_quota as _fq       # the admission walk and accounts under quotas
 
@@ -29,7 +28,8 @@ PENDING, PARTIAL, RUNNING, DONE, REJECTED = range(5)
 
 def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tdem, tgpu, dem, thr_n, thr_dim,
              thr_val, want, node_type, node_gpus, free, gload, gang, blocking, kinds, weights, ra_w, ra_most,
-             ra_res, inv, tmask, gused, coloc, dyn, juser, capv, gand, gsz, gval, gover, gmax, gact, round_s, quiet, tq, trank, tg, tnom, tcap, tstrict,
+             ra_res, inv, tmask, gused, coloc, dyn, juser, capv, gand, gsz, gval, gover, gmax, gact, round_s, quiet, acts, pgate,
+             tq, trank, tg, tnom, tcap, tstrict,
              op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji,
              r_t, r_dem, r_nq, r_npl, r_h, r_flag, w_dt, w_h, w_r):
     """Scheduler._run over SimBackend.poll/apply for the jobs and cluster given as arrays (see
@@ -44,8 +44,10 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     through dlsched.sim.fastloop_place); DRF's order (dyn) is dlsched.sim.fastloop_drf's;
     Gandiva's getNodes (gand: each job's size gsz, as a column of the affinity, and gval) is
     dlsched.sim.fastloop_gandiva's, whose OVER ends the run (aborted: the Python loop's), as
-    do the `gandiva` profile's actions (gact) where they could act. With round_s, the periodic
-    tick as Scheduler._run arms it, its round skipped where quiet (every component timeless).
+    do the `gandiva` profile's actions (gact) where they could act, and `preempt` (pgate) where
+    its gate opens (dlsched.sim.fastloop_preempt). With round_s, the periodic tick as
+    Scheduler._run arms it, its round skipped where quiet (every component timeless); acts: the
+    profile has actions or placers (a round even with nobody waiting).
 
     Under quotas (L = len(tnom) leaves > 0; dlsched.sim.fastloop_tenancy says where): each job's
     leaf tq, rank in Kueue's order of heads trank (its lanes keep the profile's order) and GPUs
@@ -251,9 +253,9 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
             t_last = now
             acc_h[:] = theld
         # -- the round (Scheduler.round: each waiting job in order, its tasks by first fit)
-        if dirty and quiet and qsince and (qn > 0 or gand):     # (Scheduler._is_quiet: all timeless)
+        if dirty and quiet and qsince and (qn > 0 or acts):     # (Scheduler._is_quiet: all timeless)
             skipped += 1
-        elif dirty and (qn > 0 or gand):     # (a placer's round: even with nobody waiting)
+        elif dirty and (qn > 0 or acts):     # (with actions or placers: even with nobody waiting)
             op[nop], op_t[nop], op_a[nop] = ROUND, now, qn
             nop += 1
             nrounds += 1
@@ -273,6 +275,9 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                 for qi in range(na if L > 0 else 0):
                     decr[adm[qi]] = -2 - nrounds          # (marked as this round's admitted)
                 nu = _fd.lanes(q, qn, decr, -2 - nrounds, L == 0, juser, ucnt, uoff, uhead, ubuf, users)
+            if pgate and _fpr.need_exceeds(q if L == 0 else adm, na, toff, ntask, nplaced, tgpu, free):
+                aborted = True               # preempt would walk for victims: Python's
+                break
             for qi in range(na if gact else 0):      # GandivaMigrate would defragment: Python's
                 j = q[qi] if L == 0 else adm[qi]
                 w = want[j]
