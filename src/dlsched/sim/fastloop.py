@@ -37,7 +37,7 @@ import time as _time
 import numpy as np
 
 from dlsched.core.types import GPU, NRES
-from dlsched.sim import fastloop_events, fastloop_gandiva, fastloop_preempt, fastloop_tenancy
+from dlsched.sim import fastloop_events, fastloop_gandiva, fastloop_liquid, fastloop_preempt, fastloop_tenancy
 from dlsched.sim.fastloop_kernel import (ARRIVE, DONE, FINISH, LAUNCH, PARTIAL, PENDING, RATE,  # noqa: F401
                                          REJECTED, ROUND, RUNNING, _loop_py)
 
@@ -72,6 +72,7 @@ def available() -> bool:
         fastloop_place.compile()
         fastloop_events.compile()
         fastloop_preempt.compile()
+        fastloop_liquid.compile()
         fastloop_gandiva.compile()
         _kernel = numba.njit(cache=True, nogil=True)(_loop_py)
     return _kernel is not None
@@ -147,7 +148,8 @@ def warm() -> float:
            "thr_val": np.full((1, NRES), 1 - _EPS), "want": np.full(1, -1, np.int64), "node_type": i1,
            "node_gpus": one, "free": np.ones((1, NRES)), "gload": np.zeros((1, 1), np.int64),
            "gang": False, "blocking": True, **_placement(None, None), **fastloop_gandiva.NONE,
-           "round_s": 0.0, "quiet": False, "acts": False, "pgate": False, **fastloop_tenancy.NONE}
+           "round_s": 0.0, "quiet": False, "acts": False, "pgate": False, **fastloop_liquid.NONE,
+           **fastloop_tenancy.NONE}
     _call(inp)
     return _time.perf_counter() - t0
 
@@ -167,8 +169,11 @@ def _profile_applies(sched) -> bool:
     mine = {id(c) for c in (ten, p.order, fastloop_gandiva.placer(p), *acts)}      # (DRF's order: its caches)
     own = ([c for c in sched._observers if id(c) not in mine], [c for c in sched._wakers if id(c) not in mine],
            [c for c in sched._stateful if id(c) not in mine])
-    return (_static_key(p.order) is not None and _placer(p)[0] is not None and (not p.actions or bool(acts))
-            and (not p.placers or fastloop_gandiva.placer(p) is not None) and type(p.allocator) is RequestedAllocate and p.event_rounds and (not p.round_s or sched._can_be_quiet)
+    liquid = fastloop_liquid.applies(p)       # (its scorer, and a placer that decides nothing)
+    return (_static_key(p.order) is not None and (_placer(p)[0] is not None or liquid) and (not p.actions or bool(acts))
+            and (not p.placers or fastloop_gandiva.placer(p) is not None or liquid)
+            and (type(p.allocator) is RequestedAllocate or liquid) and p.event_rounds
+            and (not p.round_s or sched._can_be_quiet)
             and not own[0] and not own[1] and not own[2] and sched.sink is None
             and not sched.jobs and not len(sched.log) and not len(sched.rounds) and not len(sched.timeline)
             and not sched.queue and not sched.running and sched._next_tick is None)
@@ -198,7 +203,7 @@ def _static_key(order):
 
 _SCORED = ("kinds", "weights", "ra_w", "ra_most", "ra_res", "inv", "tmask", "gused", "coloc", "dyn", "juser", "capv",
            *fastloop_gandiva.NONE, "round_s", "quiet", "acts",
-           "pgate")
+           "pgate", *fastloop_liquid.NONE)
 
 
 def _placer(profile) -> tuple:
@@ -338,7 +343,8 @@ def _inputs(sched, be) -> dict | None:
     np.cumsum(ntask, out=toff[1:])
     quotas = fastloop_tenancy.inputs(sched, specs) if ten is not None else fastloop_tenancy.NONE
     gandiva = fastloop_gandiva.inputs(sched.profile, cl, specs)
-    if quotas is None or gandiva is None:
+    liquid = fastloop_liquid.inputs(sched.profile, cl, specs)
+    if quotas is None or gandiva is None or liquid is None:
         return None
     st = be.state
     p = sched.profile
@@ -351,7 +357,7 @@ def _inputs(sched, be) -> dict | None:
             "free": np.array(st.free, dtype=np.float64, order="C"), "gload": np.array(st.gpu_load, dtype=np.int64),
             "gang": bool(p.gang), "blocking": bool(p.blocking), **_placement(p, cl, specs),
             **gandiva, "round_s": float(p.round_s or 0.0), "quiet": bool(sched._can_be_quiet),
-            "acts": bool(sched._acts_on_running), "pgate": bool(fastloop_preempt.applies(p) and p.actions[0].enabled), **quotas}
+            "acts": bool(sched._acts_on_running), "pgate": bool(fastloop_preempt.applies(p) and p.actions[0].enabled), **liquid, **quotas}
 
 
 def _shape(tasks, demands: dict):

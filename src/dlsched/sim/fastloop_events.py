@@ -1,7 +1,8 @@
 """The event heap of the compiled run (dlsched.sim.fastloop_kernel): its finishes, ordered as
 SimBackend's EventHeap orders them (by time, then by the sequence number the re-rate gave each),
-on three arrays (time, sequence, job); and the order in which a round's launched jobs are
-re-rated (by job id, as SimBackend._refresh takes its touched set). Compiled by `compile` before
+on three arrays (time, sequence, job); the order in which a round's launched jobs are re-rated
+(by job id, as SimBackend._refresh takes its touched set); and the timeline's sample after
+each batch of events. Compiled by `compile` before
 the kernel (numba caches by file: after a change here, touch fastloop_kernel.py).
 """
 from __future__ import annotations
@@ -56,6 +57,23 @@ def _by_id_py(launched, nl, idrank, touched):
         touched[y + 1] = x
 
 
+def _sample_py(tl_f, tl_n, ntl, now, a, e, pt, nrun, qn):
+    """Scheduler._run's timeline sample after a batch at `now`: (now, allocated, effective,
+    partial GPUs; running, queued) appended where it differs from the last, which it replaces
+    at the same time. Returns the new count of samples."""
+    if ntl == 0:
+        tl_f[0, 0], tl_f[0, 1], tl_f[0, 2], tl_f[0, 3] = now, a, e, pt
+        tl_n[0, 0], tl_n[0, 1] = nrun, qn
+        return 1
+    if (tl_f[ntl - 1, 1] != a or tl_f[ntl - 1, 2] != e or tl_f[ntl - 1, 3] != pt
+            or tl_n[ntl - 1, 0] != nrun or tl_n[ntl - 1, 1] != qn):
+        if tl_f[ntl - 1, 0] != now:
+            ntl += 1
+        tl_f[ntl - 1, 0], tl_f[ntl - 1, 1], tl_f[ntl - 1, 2], tl_f[ntl - 1, 3] = now, a, e, pt
+        tl_n[ntl - 1, 0], tl_n[ntl - 1, 1] = nrun, qn
+    return ntl
+
+
 def rounds(n: int, ticks: bool) -> int:
     """A bound on the rounds of a run of n jobs (and on its distinct event times): one per
     arrival or finish, and with a periodic round (ticks) one per tick that is not skipped as
@@ -63,13 +81,13 @@ def rounds(n: int, ticks: bool) -> int:
     return (4 if ticks else 2) * n + 2
 
 
-pop, push, by_id = _pop_py, _push_py, _by_id_py
+pop, push, by_id, sample = _pop_py, _push_py, _by_id_py, _sample_py
 
 
 def compile() -> None:
     """Make the heap's functions compiled (numba), as the kernel needs them when it is compiled."""
-    global pop, push, by_id
+    global pop, push, by_id, sample
     if pop is _pop_py:
         import numba
         jit = numba.njit(cache=True, nogil=True)
-        pop, push, by_id = jit(_pop_py), jit(_push_py), jit(_by_id_py)
+        pop, push, by_id, sample = jit(_pop_py), jit(_push_py), jit(_by_id_py), jit(_sample_py)

@@ -16,6 +16,7 @@ from dlsched.scheduler import fastplace as _fp      # its compiled placement, fo
 from dlsched.sim import fastloop_drf as _fd         # DRF's order
 from dlsched.sim import fastloop_events as _fe      # the finish heap
 from dlsched.sim import fastloop_gandiva as _fg     # Gandiva's getNodes
+from dlsched.sim import fastloop_liquid as _flq     # Liquid's best fit
 from dlsched.sim import fastloop_preempt as _fpr    # preempt's gate
 from dlsched.sim import fastloop_place as _fl       # co-location's placement
 from dlsched.sim import fastloop_quota as _fq       # the admission walk and accounts under quotas
@@ -29,7 +30,7 @@ PENDING, PARTIAL, RUNNING, DONE, REJECTED = range(5)
 def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tdem, tgpu, dem, thr_n, thr_dim,
              thr_val, want, node_type, node_gpus, free, gload, gang, blocking, kinds, weights, ra_w, ra_most,
              ra_res, inv, tmask, gused, coloc, dyn, juser, capv, gand, gsz, gval, gover, gmax, gact, round_s, quiet, acts, pgate,
-             tq, trank, tg, tnom, tcap, tstrict,
+             lqf, lqi, lqc, jcomm, tq, trank, tg, tnom, tcap, tstrict,
              op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji,
              r_t, r_dem, r_nq, r_npl, r_h, r_flag, w_dt, w_h, w_r):
     """Scheduler._run over SimBackend.poll/apply for the jobs and cluster given as arrays (see
@@ -41,7 +42,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     time, rounds, jobs left unfinished, the accounts' rows, the time of their last, rounds skipped).
 
     A scored profile's placement (kinds > 0) is scheduler/fastplace's, called here (co-location's
-    through dlsched.sim.fastloop_place); DRF's order (dyn) is dlsched.sim.fastloop_drf's;
+    through dlsched.sim.fastloop_place; Liquid's, lqf, is dlsched.sim.fastloop_liquid's); DRF's order (dyn) is dlsched.sim.fastloop_drf's;
     Gandiva's getNodes (gand: each job's size gsz, as a column of the affinity, and gval) is
     dlsched.sim.fastloop_gandiva's, whose OVER ends the run (aborted: the Python loop's), as
     do the `gandiva` profile's actions (gact) where they could act, and `preempt` (pgate) where
@@ -109,7 +110,11 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     ntl = 0
     nrows = 0
     nrounds = 0
-    scored = kinds.shape[0] > 0 or gand        # a scored profile's placement (else first fit)
+    lq = lqf.shape[0] > 0                      # Liquid's best fit (fastloop_liquid)
+    scored = kinds.shape[0] > 0 or gand or lq  # a scored profile's placement (else first fit)
+    lon = np.zeros(nodes if lq else 0, np.int64)                     # (its partners' counters)
+    lrack = np.zeros(lqi[:, 0].max() + 1 if lq else 0, np.int64)
+    ldom = np.zeros(lqi[:, 1].max() + 1 if lq else 0, np.int64)
     aff = np.zeros((nodes, gsz.max() + 1 if gand and n > 0 else 0), np.int64)    # Gandiva's affinity
     njobs = np.zeros(nodes, np.int64)
     mt = 1
@@ -322,6 +327,9 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                             if m < 0:
                                 aborted = True
                                 break
+                        elif lq:
+                            m = _flq.place(free, capn, row, tdem, first, end - first, dem, thr_n, thr_dim, thr_val, lqf,
+                                           lqi, lqc, jcomm[j], gload, node_gpus, outn, outg, slots, lon, lrack, ldom)
                         elif coloc:                  # every task on one node (fastloop_place)
                             m = _fl.colocate(free, row, inv, dbuf, end - first, kinds, weights, ra_w, ra_most,
                                              ra_res, gload, gused, node_gpus, outn, outg, cmask, slots)
@@ -478,18 +486,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
             qsince = nl == 0
         if round_s > 0 and tick == inf and (qn > 0 or nrun > 0) and (nrun > 0 or not (quiet and qsince)):
             tick = now + round_s             # (the next periodic tick: Scheduler._run)
-        # -- the timeline's sample (Scheduler._run)
-        a, e, pt = float(busy), effective, psum
-        if ntl == 0:
-            tl_f[0, 0], tl_f[0, 1], tl_f[0, 2], tl_f[0, 3] = now, a, e, pt
-            tl_n[0, 0], tl_n[0, 1] = nrun, qn
-            ntl = 1
-        elif (tl_f[ntl - 1, 1] != a or tl_f[ntl - 1, 2] != e or tl_f[ntl - 1, 3] != pt
-              or tl_n[ntl - 1, 0] != nrun or tl_n[ntl - 1, 1] != qn):
-            if tl_f[ntl - 1, 0] != now:
-                ntl += 1
-            tl_f[ntl - 1, 0], tl_f[ntl - 1, 1], tl_f[ntl - 1, 2], tl_f[ntl - 1, 3] = now, a, e, pt
-            tl_n[ntl - 1, 0], tl_n[ntl - 1, 1] = nrun, qn
+        ntl = _fe.sample(tl_f, tl_n, ntl, now, float(busy), effective, psum, nrun, qn)   # (Scheduler._run)
     left = 0
     for j in range(n):
         ji[j, 0] = state[j]
