@@ -119,13 +119,13 @@ def small_case():
     return random_cluster(rng), random_jobs(rng, 60)
 
 
-@pytest.mark.parametrize("change", ["tiresias", "gandiva", "model", "node events", "fraction", "start delay", "jit off",
+@pytest.mark.parametrize("change", ["optimus", "liquid", "model", "node events", "fraction", "start delay", "jit off",
                                     "few jobs"])
 def test_runs_it_does_not_apply_to_run_in_python(change, monkeypatch):
     from dataclasses import replace
     cl, jobs = small_case()
     profile, kw = "fifo", {}
-    if change in ("tiresias", "gandiva"):         # time-based keys, time slicing: not compiled
+    if change in ("optimus", "liquid"):           # resizing, a genetic algorithm: not compiled
         profile = change
     elif change == "model":
         jobs = [replace(jobs[0], model="resnet50"), *jobs[1:]]      # its speed depends on placement

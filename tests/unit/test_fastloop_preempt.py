@@ -78,3 +78,35 @@ def test_a_minimum_run_time_runs_in_python():
     cl, jobs = roomy_cluster(), light_jobs(rng)
     got = run(cl, jobs, True, over={"params": {"preempt": {"min_run_s": 300.0}}})
     assert not got[1].compiled_run and got[0].n_done == len(jobs)
+
+
+def run_tiresias(cl, jobs, compiled: bool, record: bool = False, tree=None, over=None):
+    backend = SimBackend(cl, jobs, record_rates=record)
+    backend.compiled_loop = compiled
+    sched = Scheduler(build_profile("tiresias", over), seed=0, tenancy=Tenancy(tree, "kueue") if tree else None)
+    sched.run(backend)
+    return sched, backend
+
+
+@pytest.mark.parametrize("thresholds", [None, [600.0, 3000.0]], ids=["pollux", "low"])
+@pytest.mark.parametrize("seed", range(4))
+def test_compiled_tiresias_leaves_what_the_python_loop_leaves(seed, thresholds):
+    """Tiresias: rounds only at multiples of 60 s (a job waits for the next), most-free
+    placement, and a quiet time that ends where a running job's attained service crosses a
+    threshold (low thresholds: many crossings, two queues). Seeds 2-3 under two queues."""
+    rng = np.random.default_rng(900 + seed)
+    cl, jobs, tree = roomy_cluster(), light_jobs(rng), None
+    if seed >= 2:
+        tree = two_queues()
+        jobs = with_queues(rng, jobs, tree)
+    over = None if thresholds is None else {"params": {"tiresias": {"thresholds": thresholds}}}
+    ref = run_tiresias(cl, jobs, False, bool(seed % 2), tree, over)
+    got = run_tiresias(cl, jobs, True, bool(seed % 2), tree, over)
+    assert got[1].compiled_run and not ref[1].compiled_run
+    assert_same(ref, got)
+    assert got[0].rounds_skipped == ref[0].rounds_skipped > 0
+    starts = [r.first_start_s for r in ref[0].jobs.values() if r.first_start_s is not None]
+    assert all(t % 60 == 0 for t in starts)           # rounds only at the ticks
+    if thresholds is not None:
+        crossed = [r for r in ref[0].jobs.values() if r.attained_gpu_s > 600.0]
+        assert crossed, "nobody crossed a threshold: the test would not exercise the quiet time"

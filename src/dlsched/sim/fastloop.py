@@ -114,7 +114,7 @@ def _call(inp: dict) -> tuple:
     n = len(inp["work"])
     T = len(inp["tdem"])
     G = int(inp["tgpu"].sum())
-    E = fastloop_events.rounds(n, inp["round_s"] > 0)       # rounds, and event times
+    E = fastloop_events.rounds(n, inp["round_s"] > 0, inp["evr"], len(inp["tthr"]))     # rounds, samples
     m = 3 * n + T + E + 6              # records: an arrival, a finish, a rate each, a launch per task, rounds
     L = len(inp["tnom"])
     R = E if L else 0                  # rounds and the accounts' intervals: at most one per event time
@@ -149,6 +149,7 @@ def warm() -> float:
            "node_gpus": one, "free": np.ones((1, NRES)), "gload": np.zeros((1, 1), np.int64),
            "gang": False, "blocking": True, **_placement(None, None), **fastloop_gandiva.NONE,
            "round_s": 0.0, "quiet": False, "acts": False, "pgate": False, **fastloop_liquid.NONE,
+           "evr": True, "tthr": np.zeros(0),
            **fastloop_tenancy.NONE}
     _call(inp)
     return _time.perf_counter() - t0
@@ -172,7 +173,7 @@ def _profile_applies(sched) -> bool:
     liquid = fastloop_liquid.applies(p)       # (its scorer, and a placer that decides nothing)
     return (_static_key(p.order) is not None and (_placer(p)[0] is not None or liquid) and (not p.actions or bool(acts))
             and (not p.placers or fastloop_gandiva.placer(p) is not None or liquid)
-            and (type(p.allocator) is RequestedAllocate or liquid) and p.event_rounds
+            and (type(p.allocator) is RequestedAllocate or liquid) and (p.event_rounds or p.round_s)
             and (not p.round_s or sched._can_be_quiet)
             and not own[0] and not own[1] and not own[2] and sched.sink is None
             and not sched.jobs and not len(sched.log) and not len(sched.rounds) and not len(sched.timeline)
@@ -191,11 +192,14 @@ def _static_key(order):
     from dlsched.policies.order.remaining_work import RemainingWorkOrder
     from dlsched.policies.order.sjf import SjfOrder
     from dlsched.policies.order.srtf import SrtfOrder
+    from dlsched.policies.order.tiresias import TiresiasOrder
     t = type(order)
     if t is DrfOrder:                   # (its keys change: fastloop_drf; FIFO among equal shares)
         return lambda s: ()
     if t is FifoOrder or t is EdfOrder or t is RemainingWorkOrder:     # (the last: a DL job's work is its spec's)
         return lambda s: order.key(SimpleNamespace(spec=s), None)
+    if t is TiresiasOrder and order.starve_factor <= 0 and not order.running_first:
+        return lambda s: (0,)           # (a job that never ran is in the first queue: FIFO there)
     if t is SjfOrder or t is SrtfOrder:     # (SRTF's: remaining = total work, as nothing is preempted)
         return lambda s: order.scaled(SimpleNamespace(spec=s), order.work.estimate(s, None))
     return None
@@ -203,7 +207,13 @@ def _static_key(order):
 
 _SCORED = ("kinds", "weights", "ra_w", "ra_most", "ra_res", "inv", "tmask", "gused", "coloc", "dyn", "juser", "capv",
            *fastloop_gandiva.NONE, "round_s", "quiet", "acts",
-           "pgate", *fastloop_liquid.NONE)
+           "pgate", *fastloop_liquid.NONE, "evr", "tthr")
+
+
+def _thresholds_of(order) -> np.ndarray:
+    """Tiresias's thresholds of attained GPU-seconds (its quiet time's), none for other orders."""
+    from dlsched.policies.order.tiresias import TiresiasOrder
+    return np.array(order.thresholds, np.float64) if type(order) is TiresiasOrder else np.zeros(0)
 
 
 def _placer(profile) -> tuple:
@@ -357,7 +367,8 @@ def _inputs(sched, be) -> dict | None:
             "free": np.array(st.free, dtype=np.float64, order="C"), "gload": np.array(st.gpu_load, dtype=np.int64),
             "gang": bool(p.gang), "blocking": bool(p.blocking), **_placement(p, cl, specs),
             **gandiva, "round_s": float(p.round_s or 0.0), "quiet": bool(sched._can_be_quiet),
-            "acts": bool(sched._acts_on_running), "pgate": bool(fastloop_preempt.applies(p) and p.actions[0].enabled), **liquid, **quotas}
+            "acts": bool(sched._acts_on_running), "pgate": bool(fastloop_preempt.applies(p) and p.actions[0].enabled), **liquid,
+            "evr": bool(p.event_rounds), "tthr": _thresholds_of(p.order), **quotas}
 
 
 def _shape(tasks, demands: dict):

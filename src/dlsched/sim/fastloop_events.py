@@ -1,8 +1,8 @@
 """The event heap of the compiled run (dlsched.sim.fastloop_kernel): its finishes, ordered as
 SimBackend's EventHeap orders them (by time, then by the sequence number the re-rate gave each),
 on three arrays (time, sequence, job); the order in which a round's launched jobs are re-rated
-(by job id, as SimBackend._refresh takes its touched set); and the timeline's sample after
-each batch of events. Compiled by `compile` before
+(by job id, as SimBackend._refresh takes its touched set); the waiting queue in key order; and
+the timeline's sample after each batch of events. Compiled by `compile` before
 the kernel (numba caches by file: after a change here, touch fastloop_kernel.py).
 """
 from __future__ import annotations
@@ -74,20 +74,56 @@ def _sample_py(tl_f, tl_n, ntl, now, a, e, pt, nrun, qn):
     return ntl
 
 
-def rounds(n: int, ticks: bool) -> int:
-    """A bound on the rounds of a run of n jobs (and on its distinct event times): one per
-    arrival or finish, and with a periodic round (ticks) one per tick that is not skipped as
-    quiet, which follows a round that decided something or a batch of rejected arrivals alone."""
-    return (4 if ticks else 2) * n + 2
+def _enqueue_py(q, qn, keyrank, j):
+    """bisect.insort of job j into the queue q[:qn], kept in key order (keyrank: each job's rank
+    by its key). Returns the new length."""
+    lo, hi = 0, qn
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if keyrank[j] < keyrank[q[mid]]:
+            hi = mid
+        else:
+            lo = mid + 1
+    for i in range(qn, lo, -1):
+        q[i] = q[i - 1]
+    q[lo] = j
+    return qn + 1
 
 
-pop, push, by_id, sample = _pop_py, _push_py, _by_id_py, _sample_py
+def _dequeue_py(q, qn, keyrank, j):
+    """Job j out of the queue q[:qn] (found by bisection). Returns the new length."""
+    lo, hi = 0, qn
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if keyrank[q[mid]] < keyrank[j]:
+            lo = mid + 1
+        else:
+            hi = mid
+    for i in range(lo, qn - 1):
+        q[i] = q[i + 1]
+    return qn - 1
+
+
+def rounds(n: int, ticks: bool, every_event: bool = True, thresholds: int = 0) -> int:
+    """A bound on the rounds of a run of n jobs (and on its timeline's samples), nobody being
+    preempted: one per arrival or finish; with a periodic round (ticks), one more per tick that
+    is not skipped as quiet, which follows a round that started a job or a batch of rejected
+    arrivals alone. Where rounds run only at ticks (not every_event), a tick runs one after
+    each batch of events (2n), after each round that started a job (n), and where a running
+    job's attained service crosses one of its order's `thresholds` (at most two ticks each)."""
+    if not ticks:
+        return 2 * n + 2
+    return (4 if every_event else 3 + 2 * thresholds) * n + 2
+
+
+pop, push, by_id, sample, enqueue, dequeue = _pop_py, _push_py, _by_id_py, _sample_py, _enqueue_py, _dequeue_py
 
 
 def compile() -> None:
     """Make the heap's functions compiled (numba), as the kernel needs them when it is compiled."""
-    global pop, push, by_id, sample
+    global pop, push, by_id, sample, enqueue, dequeue
     if pop is _pop_py:
         import numba
         jit = numba.njit(cache=True, nogil=True)
         pop, push, by_id, sample = jit(_pop_py), jit(_push_py), jit(_by_id_py), jit(_sample_py)
+        enqueue, dequeue = jit(_enqueue_py), jit(_dequeue_py)

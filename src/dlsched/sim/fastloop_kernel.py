@@ -30,7 +30,7 @@ PENDING, PARTIAL, RUNNING, DONE, REJECTED = range(5)
 def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tdem, tgpu, dem, thr_n, thr_dim,
              thr_val, want, node_type, node_gpus, free, gload, gang, blocking, kinds, weights, ra_w, ra_most,
              ra_res, inv, tmask, gused, coloc, dyn, juser, capv, gand, gsz, gval, gover, gmax, gact, round_s, quiet, acts, pgate,
-             lqf, lqi, lqc, jcomm, tq, trank, tg, tnom, tcap, tstrict,
+             lqf, lqi, lqc, jcomm, evr, tthr, tq, trank, tg, tnom, tcap, tstrict,
              op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji,
              r_t, r_dem, r_nq, r_npl, r_h, r_flag, w_dt, w_h, w_r):
     """Scheduler._run over SimBackend.poll/apply for the jobs and cluster given as arrays (see
@@ -165,14 +165,19 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     skipped = 0
     capn = free.copy()                 # each node's capacity (the run starts with every node free)
     srun = np.zeros(aff.shape[1], np.int64)     # (gact: jobs of each size placed and not finished)
+    rl = np.empty(n, np.int64)         # the running jobs (rpos: each one's place there), for
+    rpos = np.empty(n, np.int64)       # the quiet time of Tiresias's order (tthr: its thresholds)
+    nrl = 0
+    qt = inf
+    dirty = False
     while hn > 0 or ai < n or tick < inf:
         tf = ht[0] if hn > 0 else inf
         ta = arr_t[arr_order[ai]] if ai < n else inf
         t = min(tf, ta, tick)
         if t > now:
             now = t
-        dirty = False
         fin = False
+        ticked = False
         # -- finishes at now (SimBackend._handle Finish, then Scheduler.handle JobFinish)
         while hn > 0 and ht[0] <= now:
             j = hj[0]
@@ -218,6 +223,9 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
             state[j] = DONE
             jf[j, 1] = now
             nrun -= 1
+            nrl -= 1                                 # (out of the running list)
+            rl[rpos[j]] = rl[nrl]
+            rpos[rl[nrl]] = rpos[j]
             ji[j, 1] = nrows
             nrows += 1
             op[nop], op_t[nop], op_j[nop] = FINISH, now, j
@@ -236,21 +244,13 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
             if rejected[j]:
                 state[j] = REJECTED
                 continue
-            lo, hi = 0, qn                   # bisect.insort by key
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if keyrank[j] < keyrank[q[mid]]:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            for i in range(qn, lo, -1):
-                q[i] = q[i - 1]
-            q[lo] = j
-            qn += 1
+            qn = _fe.enqueue(q, qn, keyrank, j)      # bisect.insort by key
             dirty = True
         if tick <= now:                      # the periodic tick (Scheduler.handle RoundTick)
             tick = inf
             dirty = True
+            ticked = True
+        rnd = evr or ticked or (round_s > 0 and now % round_s == 0)    # (else rounds wait for a tick)
         # -- Tenancy.observe: the accounts integrate up to now where what is held changed
         if L > 0 and (fin or not t_set):
             nw = _fq.interval(now, t_last, t_set, acc_h, cur_r, w_dt, w_h, w_r, nw)
@@ -258,9 +258,9 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
             t_last = now
             acc_h[:] = theld
         # -- the round (Scheduler.round: each waiting job in order, its tasks by first fit)
-        if dirty and quiet and qsince and (qn > 0 or acts):     # (Scheduler._is_quiet: all timeless)
+        if rnd and dirty and quiet and qsince and (qn > 0 or acts) and now < qt:    # (Scheduler._is_quiet)
             skipped += 1
-        elif dirty and (qn > 0 or acts):     # (with actions or placers: even with nobody waiting)
+        elif rnd and dirty and (qn > 0 or acts):     # (with actions or placers: even with nobody waiting)
             op[nop], op_t[nop], op_a[nop] = ROUND, now, qn
             nop += 1
             nrounds += 1
@@ -470,22 +470,18 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                         jf[j, 0] = now
                     state[j] = RUNNING
                     nrun += 1
+                    rl[nrl], rpos[j] = j, nrl
+                    nrl += 1
                     svc[j] = now
-                    lo, hi = 0, qn                   # out of the queue
-                    while lo < hi:
-                        mid = (lo + hi) // 2
-                        if keyrank[q[mid]] < keyrank[j]:
-                            lo = mid + 1
-                        else:
-                            hi = mid
-                    for i in range(lo, qn - 1):
-                        q[i] = q[i + 1]
-                    qn -= 1
+                    qn = _fe.dequeue(q, qn, keyrank, j)      # out of the queue
                 else:
                     state[j] = PARTIAL
             qsince = nl == 0
+            qt = _fpr.quiet(rl, nrl, jf, svc, hold, tthr, now) if qsince else inf      # (_quiet_until)
+        if rnd:
+            dirty = False
         if round_s > 0 and tick == inf and (qn > 0 or nrun > 0) and (nrun > 0 or not (quiet and qsince)):
-            tick = now + round_s             # (the next periodic tick: Scheduler._run)
+            tick = now + round_s if evr else (np.floor(now / round_s) + 1.0) * round_s    # (Scheduler._run)
         ntl = _fe.sample(tl_f, tl_n, ntl, now, float(busy), effective, psum, nrun, qn)   # (Scheduler._run)
     left = 0
     for j in range(n):

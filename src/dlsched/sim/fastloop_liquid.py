@@ -1,6 +1,12 @@
-"""Liquid's best fit (the `liquid` scorer, policies/place/liquid.py) in a round of the compiled
-run (dlsched.sim.fastloop_kernel): the `liquid-immediate` profile, whose placers decide nothing
-where its allocator does not estimate (liquid_resize carries out an empty allocation).
+"""Scorers that read the job's tasks placed before in the round, in a round of the compiled run
+(dlsched.sim.fastloop_kernel): Liquid's best fit (the `liquid` scorer, policies/place/liquid.py;
+the `liquid-immediate` profile, whose placer decides nothing where its allocator does not
+estimate: liquid_resize carries out an empty allocation) and Pollux's most-free placement (the
+`most_free` scorer, policies/place/most_free.py; the `tiresias` profile):
+
+    most_free(c) = round(0 + w x ((held(c) + clip(free GPUs(c) / GPUs(c), 0, 1)) / 2), 12)
+
+with held(c) 1 where the job placed a task on c before, this round.
 
 Each task of a job goes to the node of greatest score among those its fits filter passes (of
 its GPU type), ties to the lowest node, as Placing.choose_node takes it:
@@ -34,6 +40,7 @@ def _place_py(free, capn, okrow, tdem, first, k0, dem, thr_n, thr_dim, thr_val, 
     weight, the cluster's cost and max_pair; lqi: each node's rack and domain; lqc: each node's
     rack and domain cost; on_node, in_rack, in_dom: zeroed counters (left zeroed)."""
     lam, w, cluster_cost, max_pair = lqf[0], lqf[1], lqf[2], lqf[3]
+    most_free = lqf[4] == 1.0                # (lqc[:, 0]: each node's 1 / GPUs then)
     nodes = free.shape[0]
     placed = 0
     for t in range(k0):
@@ -52,7 +59,9 @@ def _place_py(free, capn, okrow, tdem, first, k0, dem, thr_n, thr_dim, thr_val, 
                     break
             if not fits:
                 continue
-            if hi - lo <= 0.0:
+            if most_free:
+                s = ((1.0 if on_node[c] > 0 else 0.0) + min(max(free[c, GPU] * lqc[c, 0], 0.0), 1.0)) / 2.0
+            elif hi - lo <= 0.0:
                 s = 1.0
             else:
                 cost = 0.0
@@ -104,17 +113,27 @@ NONE = {"lqf": np.zeros(0), "lqi": np.zeros((0, 2), np.int64), "lqc": np.zeros((
         "jcomm": np.zeros(0, np.bool_)}
 
 
-def applies(profile) -> bool:
-    """The profile places by the `liquid` scorer alone after the fits filter, with only
-    liquid_resize as a placer and an allocator that does not estimate (`liquid-immediate`)."""
+def applies(profile) -> str | None:
+    """"liquid" where the profile places by the `liquid` scorer alone after the fits filter, with
+    only liquid_resize as a placer and an allocator that does not estimate (`liquid-immediate`);
+    "most_free" where by the `most_free` scorer alone, without placers, allocating what jobs
+    request (`tiresias`); else None. Gang profiles only (no job holds tasks between rounds)."""
     from dlsched.policies.actions.liquid_resize import LiquidResize
     from dlsched.policies.allocate.liquid_estimate import LiquidEstimateAllocate
+    from dlsched.policies.allocate.requested import RequestedAllocate
     from dlsched.policies.place.fits import FitsFilter
     from dlsched.policies.place.liquid import LiquidScorer
-    return (len(profile.scorers) == 1 and type(profile.scorers[0][0]) is LiquidScorer
-            and not profile.scorers[0][0].needs and len(profile.filters) == 1
-            and type(profile.filters[0]) is FitsFilter and [type(p) for p in profile.placers] == [LiquidResize]
-            and type(profile.allocator) is LiquidEstimateAllocate and not profile.allocator.estimate and bool(profile.gang))
+    from dlsched.policies.place.most_free import MostFreeScorer
+    if profile is None or len(profile.scorers) != 1 or len(profile.filters) != 1 or not profile.gang \
+            or type(profile.filters[0]) is not FitsFilter:
+        return None
+    sc, a = profile.scorers[0][0], profile.allocator
+    if (type(sc) is LiquidScorer and not sc.needs and [type(p) for p in profile.placers] == [LiquidResize]
+            and type(a) is LiquidEstimateAllocate and not a.estimate):
+        return "liquid"
+    if type(sc) is MostFreeScorer and not profile.placers and type(a) is RequestedAllocate:
+        return "most_free"
+    return None
 
 
 def inputs(profile, cl, specs) -> dict | None:
@@ -122,7 +141,8 @@ def inputs(profile, cl, specs) -> dict | None:
     (the partners are then by role)."""
     from dlsched.core.types import Role
     from dlsched.policies.place.liquid import communicates, network_cost
-    if not applies(profile):
+    kind = applies(profile)
+    if kind is None:
         return NONE
     nc = network_cost(cl)
     jcomm = np.empty(len(specs), np.bool_)
@@ -134,7 +154,11 @@ def inputs(profile, cl, specs) -> dict | None:
     types = np.array(cl.node_gpu_type)
     tmask = np.array([np.ones(len(types), np.bool_), *(types == t for t in range(len(cl.gpu_types))),
                       np.zeros(len(types), np.bool_)])
-    return {"lqf": np.array([sc.lam, float(w), nc.cluster_cost, nc.max_pair]),
+    if kind == "most_free":
+        inv = np.asarray(cl.inv_capacity, np.float64)[:, GPU]
+        return {"lqf": np.array([0.0, float(w), 0.0, 0.0, 1.0]), "lqi": np.zeros((len(inv), 2), np.int64),
+                "lqc": np.ascontiguousarray(np.stack([inv, inv], axis=1)), "jcomm": jcomm, "tmask": tmask}
+    return {"lqf": np.array([sc.lam, float(w), nc.cluster_cost, nc.max_pair, 0.0]),
             "lqi": np.ascontiguousarray(np.stack([nc.rack, nc.domain], axis=1), dtype=np.int64),
             "lqc": np.ascontiguousarray(np.stack([nc.rack_cost, nc.domain_cost], axis=1)), "jcomm": jcomm,
             "tmask": tmask}

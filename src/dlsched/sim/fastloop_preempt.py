@@ -9,6 +9,8 @@ before the kernel (numba caches by file: after a change here, touch fastloop_ker
 """
 from __future__ import annotations
 
+import numpy as np
+
 from dlsched.core.types import GPU
 
 _EPS = 1e-9
@@ -30,7 +32,27 @@ def _need_exceeds_py(queue, nq, toff, ntask, nplaced, tgpu, free):
     return False
 
 
-need_exceeds = _need_exceeds_py
+def _quiet_py(rl, nrl, jf, svc, hold, tthr, now):
+    """TiresiasOrder.quiet_until(now) over the running jobs rl[:nrl] (without the starvation
+    guard: no promotions): the first time a running job's attained GPU-seconds (jf[:, 5] settled,
+    since svc at hold GPUs) reach its queue's threshold; inf with no thresholds (an order whose
+    keys time does not move)."""
+    t = np.inf
+    if tthr.shape[0] == 0:
+        return t
+    for i in range(nrl):
+        j = rl[i]
+        held = hold[j]
+        if held <= 0:
+            continue
+        service = (jf[j, 5] + (now - svc[j]) * held) - 0.0
+        q = np.searchsorted(tthr, service, side="right")
+        if q < tthr.shape[0]:
+            t = min(t, now + (tthr[q] - service) / held)
+    return t
+
+
+need_exceeds, quiet = _need_exceeds_py, _quiet_py
 
 
 def applies(profile) -> bool | None:
@@ -46,7 +68,8 @@ def applies(profile) -> bool | None:
 
 def compile() -> None:
     """Make need_exceeds compiled (numba), as the kernel needs it when it is compiled."""
-    global need_exceeds
+    global need_exceeds, quiet
     if need_exceeds is _need_exceeds_py:
         import numba
         need_exceeds = numba.njit(cache=True, nogil=True)(_need_exceeds_py)
+        quiet = numba.njit(cache=True, nogil=True)(_quiet_py)

@@ -63,7 +63,9 @@ def inputs(sched, specs) -> dict | None:
     index = ten.accounts.index
     b = Book(ten.tree, None, ten.resources)
     n = len(specs)
-    if 5 * 8 * fastloop_events.rounds(n, bool(sched.profile.round_s)) * len(index) > MAX_BYTES:  # (r_*, w_h)
+    p = sched.profile
+    E = fastloop_events.rounds(n, bool(p.round_s), p.event_rounds, len(getattr(p.order, "thresholds", ())))
+    if 5 * 8 * E * len(index) > MAX_BYTES:        # (fastloop._call's r_* and w_h)
         return None
     tq, tg = np.empty(n, np.int64), np.empty(n, np.float64)
     prios = set()
