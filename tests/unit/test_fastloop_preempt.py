@@ -110,3 +110,62 @@ def test_compiled_tiresias_leaves_what_the_python_loop_leaves(seed, thresholds):
     if thresholds is not None:
         crossed = [r for r in ref[0].jobs.values() if r.attained_gpu_s > 600.0]
         assert crossed, "nobody crossed a threshold: the test would not exercise the quiet time"
+
+
+def run_optimus(cl, jobs, compiled: bool, record: bool = False, tree=None):
+    backend = SimBackend(cl, jobs, record_rates=record)
+    backend.compiled_loop = compiled
+    sched = Scheduler(build_profile("optimus"), seed=0, tenancy=Tenancy(tree, "kueue") if tree else None)
+    sched.run(backend)
+    return sched, backend
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_compiled_optimus_leaves_what_the_python_loop_leaves(seed):
+    """Optimus on rigid jobs: every 60 s its allocation grants the waiting jobs that fit in
+    arrival order, and its placer starts them fewest tasks first on the most-free nodes in
+    chunks. Seeds 2-3 under two queues. Nobody is suspended: the compiled run."""
+    rng = np.random.default_rng(950 + seed)
+    cl, jobs, tree = roomy_cluster(), light_jobs(rng), None
+    if seed >= 2:
+        tree = two_queues()
+        jobs = with_queues(rng, jobs, tree)
+    ref = run_optimus(cl, jobs, False, bool(seed % 2), tree)
+    got = run_optimus(cl, jobs, True, bool(seed % 2), tree)
+    assert got[1].compiled_run and not ref[1].compiled_run
+    assert_same(ref, got)
+    assert got[0].rounds_skipped == ref[0].rounds_skipped > 0
+
+
+def test_compiled_optimus_places_wide_jobs_in_chunks_as_python_does():
+    """Jobs of up to 12 one-GPU workers on nodes of 8 and 4 GPUs: chunks on several nodes."""
+    from dlsched.workload.schema import job_from_row
+    rng = np.random.default_rng(11)
+    t, jobs = 0.0, []
+    for j in range(60):
+        t += float(rng.uniform(60, 900))
+        jobs.append(job_from_row(dict(job_id=f"w{j:02d}", submit_time_s=t, duration_s=float(rng.uniform(10, 900)),
+                                      workers=int(rng.integers(1, 13)), gpus_per_worker=1.0, cpus_per_worker=2.0,
+                                      mem_gb_per_worker=8.0)))
+    ref = run_optimus(roomy_cluster(), jobs, False)
+    got = run_optimus(roomy_cluster(), jobs, True)
+    assert got[1].compiled_run
+    assert_same(ref, got)
+    assert any(len({p.node for p in r.placements}) > 1 for r in ref[0].log if r.kind == "launch")
+
+
+def test_where_optimus_would_suspend_the_run_goes_back_to_python():
+    """A large job waits while later small ones run; when it fits in what they hold, the
+    allocation gives them nothing (they are suspended): the Python loop runs it."""
+    from dlsched.cluster import cluster_from_dict
+    from dlsched.workload.schema import job_from_row
+    one = cluster_from_dict({"name": "one", "node_groups": [{"count": 1, "gpus": 4, "gpu_type": "V100", "cpus": 32,
+                                                            "mem_gb": 256, "gpu_mem_gb": 16}]})
+    rows = (("a", 0.0, 100.0, 2), ("big", 10.0, 50.0, 4), ("c", 20.0, 500.0, 2))
+    jobs = [job_from_row(dict(job_id=i, submit_time_s=t, duration_s=d, workers=1, gpus_per_worker=float(g),
+                              cpus_per_worker=1.0, mem_gb_per_worker=1.0)) for i, t, d, g in rows]
+    ref = run_optimus(one, jobs, False)
+    got = run_optimus(one, jobs, True)
+    assert not got[1].compiled_run
+    assert_same(ref, got)
+    assert any(r.kind == "suspend" for r in ref[0].log)

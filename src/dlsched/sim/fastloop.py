@@ -1,16 +1,14 @@
-"""The whole run of a first-fit FIFO profile compiled: Scheduler.run over SimBackend in one call.
+"""The whole run of a profile compiled: Scheduler.run over SimBackend in one call.
 
-The FIFO family (fifo, fifo-gang, gang, fifo-backfill) on a trace of jobs whose speed does not
-depend on where they run (no model the speed model knows: a Philly or Helios trace) is the
-simulator's most common case and its simplest: a job arrives, the round places its tasks on the
-first nodes that fit, it runs at rate 1 for its duration and frees them. In Python each job
-still costs about 85 us, spread over every layer (the event heap, the poll, the round's
-transaction and context, the plan, the backend's apply and re-rate, the records, the stats): no
-layer is more than a third of it. Here the same loop runs compiled (numba), and the records the
-two drivers keep (the scheduler's event log, rounds and timeline, the backend's engine log and
-finished jobs' stats) are written from what it returns. `SimBackend.drive` calls it from
-`Scheduler.run`; a run it does not apply to, or cannot finish (jobs left waiting when the events
-run out), runs the Python loop as before.
+A trace of jobs whose speed does not depend on where they run (no model the speed model knows:
+a Philly or Helios trace) is the simulator's most common case: a job arrives, a round places
+its tasks, it runs at rate 1 for its duration and frees them. In Python each job costs about
+85 us, spread over every layer (heap, poll, the round's transaction and context, the plan, the
+backend's apply and re-rate, the records): no layer is more than a third of it. Here the same
+loop runs compiled (numba; the profiles it mirrors: `_profile_applies`), and the records both
+drivers keep (the event log, rounds, timeline, engine log, finished jobs' stats) are written
+from what it returns. `SimBackend.drive` calls it from `Scheduler.run`; a run it does not apply
+to, or cannot finish, runs the Python loop as before.
 
 Same results, not approximately but exactly: the same events in the same order (finishes before
 arrivals at one time, finishes by the sequence number their re-rate took, arrivals by list
@@ -23,8 +21,7 @@ GPU-seconds integrals are made at the same events with the same operations.
 tests/unit/test_fastloop.py compares the two drivers' records and results on random workloads
 and clusters (gang or not, blocking or not, GPU types, rejected jobs, equal times).
 
-One thing differs and cannot be the same: the wall time of each round. The rounds run inside one
-call; each gets an equal part of the call's time (the rounds table and sched_time_s).
+One thing differs: each round's wall time (the rounds run inside one call and share its time).
 
 Off with DLSCHED_JIT=0, where numba does not import, and for runs of fewer than MIN_JOBS jobs.
 """
@@ -37,7 +34,9 @@ import time as _time
 import numpy as np
 
 from dlsched.core.types import GPU, NRES
-from dlsched.sim import fastloop_events, fastloop_gandiva, fastloop_liquid, fastloop_preempt, fastloop_tenancy
+from dlsched.sim import fastloop_drf as _fdrf
+from dlsched.sim import (fastloop_events, fastloop_gandiva, fastloop_liquid, fastloop_optimus, fastloop_preempt,
+                         fastloop_tenancy)
 from dlsched.sim.fastloop_kernel import (ARRIVE, DONE, FINISH, LAUNCH, PARTIAL, PENDING, RATE,  # noqa: F401
                                          REJECTED, ROUND, RUNNING, _loop_py)
 
@@ -73,6 +72,7 @@ def available() -> bool:
         fastloop_events.compile()
         fastloop_preempt.compile()
         fastloop_liquid.compile()
+        fastloop_optimus.compile()
         fastloop_gandiva.compile()
         _kernel = numba.njit(cache=True, nogil=True)(_loop_py)
     return _kernel is not None
@@ -149,7 +149,7 @@ def warm() -> float:
            "node_gpus": one, "free": np.ones((1, NRES)), "gload": np.zeros((1, 1), np.int64),
            "gang": False, "blocking": True, **_placement(None, None), **fastloop_gandiva.NONE,
            "round_s": 0.0, "quiet": False, "acts": False, "pgate": False, **fastloop_liquid.NONE,
-           "evr": True, "tthr": np.zeros(0),
+           "evr": True, "tthr": np.zeros(0), "opt": False,
            **fastloop_tenancy.NONE}
     _call(inp)
     return _time.perf_counter() - t0
@@ -167,13 +167,14 @@ def _profile_applies(sched) -> bool:
     if ten is not None and not fastloop_tenancy.applies(sched):
         return False           # quotas the walk here does not mirror: the Python loop's
     acts = fastloop_gandiva.actions(p) or (p.actions if fastloop_preempt.applies(p) else ())   # (deciding nothing)
-    mine = {id(c) for c in (ten, p.order, fastloop_gandiva.placer(p), *acts)}      # (DRF's order: its caches)
+    opt = fastloop_optimus.applies(p)         # (its allocation and placement)
+    mine = {id(c) for c in (ten, p.order, fastloop_gandiva.placer(p), *acts, p.allocator if opt else None)}
     own = ([c for c in sched._observers if id(c) not in mine], [c for c in sched._wakers if id(c) not in mine],
            [c for c in sched._stateful if id(c) not in mine])
     liquid = fastloop_liquid.applies(p)       # (its scorer, and a placer that decides nothing)
     return (_static_key(p.order) is not None and (_placer(p)[0] is not None or liquid) and (not p.actions or bool(acts))
-            and (not p.placers or fastloop_gandiva.placer(p) is not None or liquid)
-            and (type(p.allocator) is RequestedAllocate or liquid) and (p.event_rounds or p.round_s)
+            and (not p.placers or fastloop_gandiva.placer(p) is not None or liquid or opt)
+            and (type(p.allocator) is RequestedAllocate or liquid or opt) and (p.event_rounds or p.round_s)
             and (not p.round_s or sched._can_be_quiet)
             and not own[0] and not own[1] and not own[2] and sched.sink is None
             and not sched.jobs and not len(sched.log) and not len(sched.rounds) and not len(sched.timeline)
@@ -207,7 +208,7 @@ def _static_key(order):
 
 _SCORED = ("kinds", "weights", "ra_w", "ra_most", "ra_res", "inv", "tmask", "gused", "coloc", "dyn", "juser", "capv",
            *fastloop_gandiva.NONE, "round_s", "quiet", "acts",
-           "pgate", *fastloop_liquid.NONE, "evr", "tthr")
+           "pgate", *fastloop_liquid.NONE, "evr", "tthr", "opt")
 
 
 def _thresholds_of(order) -> np.ndarray:
@@ -239,27 +240,16 @@ def _placement(profile, cl, specs=()) -> dict:
     from dlsched.scheduler import fastplace as fp
     fast, coloc = _placer(profile)
     if fast is None or (list(fast.kinds) == [fp.FIRST_FIT] and not coloc):
-        return {**_drf(profile, specs, cl), "coloc": False, "kinds": np.zeros(0, np.int64), "weights": np.zeros(0),
+        return {**_fdrf.inputs(profile, specs, cl), "coloc": False, "kinds": np.zeros(0, np.int64), "weights": np.zeros(0),
                 "ra_w": fp._NO_W, "ra_most": fp._NO_MOST, "ra_res": fp._NO_RES, "inv": np.zeros((1, NRES)),
                 "tmask": np.zeros((1, 1), np.bool_), "gused": fp._NO_USED}
     ra_w, ra_most, ra_res = fast._setup(cl)[3]
     types = np.array(cl.node_gpu_type)
     tmask = np.array([np.ones(len(types), np.bool_), *(types == t for t in range(len(cl.gpu_types))),
                       np.zeros(len(types), np.bool_)])
-    return {**_drf(profile, specs, cl), "coloc": coloc, "kinds": fast.kinds, "weights": fast.weights, "ra_w": ra_w,
+    return {**_fdrf.inputs(profile, specs, cl), "coloc": coloc, "kinds": fast.kinds, "weights": fast.weights, "ra_w": ra_w,
             "ra_most": ra_most, "ra_res": ra_res, "inv": np.ascontiguousarray(cl.inv_capacity, dtype=np.float64),
             "tmask": tmask, "gused": fp._NO_USED}
-
-
-def _drf(profile, specs, cl) -> dict:
-    """DRF's inputs (dlsched.sim.fastloop_drf): each job's user by number and the cluster's
-    capacity of each resource, summed over its nodes (DrfOrder's C); none for another order."""
-    from dlsched.policies.order.drf import DrfOrder
-    if type(profile.order) is not DrfOrder if profile is not None else True:
-        return {"dyn": False, "juser": np.zeros(0, np.int64), "capv": np.zeros(NRES)}
-    number: dict = {}
-    juser = np.array([number.setdefault(s.user, len(number)) for s in specs], np.int64)
-    return {"dyn": True, "juser": juser, "capv": np.asarray(cl.capacity, np.float64).sum(axis=0)}
 
 
 def _backend_applies(be) -> bool:
@@ -354,7 +344,7 @@ def _inputs(sched, be) -> dict | None:
     quotas = fastloop_tenancy.inputs(sched, specs) if ten is not None else fastloop_tenancy.NONE
     gandiva = fastloop_gandiva.inputs(sched.profile, cl, specs)
     liquid = fastloop_liquid.inputs(sched.profile, cl, specs)
-    if quotas is None or gandiva is None or liquid is None:
+    if quotas is None or gandiva is None or liquid is None or fastloop_optimus.rigid(sched.profile, specs) is False:
         return None
     st = be.state
     p = sched.profile
@@ -368,7 +358,8 @@ def _inputs(sched, be) -> dict | None:
             "gang": bool(p.gang), "blocking": bool(p.blocking), **_placement(p, cl, specs),
             **gandiva, "round_s": float(p.round_s or 0.0), "quiet": bool(sched._can_be_quiet),
             "acts": bool(sched._acts_on_running), "pgate": bool(fastloop_preempt.applies(p) and p.actions[0].enabled), **liquid,
-            "evr": bool(p.event_rounds), "tthr": _thresholds_of(p.order), **quotas}
+            "evr": bool(p.event_rounds), "tthr": _thresholds_of(p.order), "opt": fastloop_optimus.applies(p),
+            **quotas}
 
 
 def _shape(tasks, demands: dict):

@@ -92,6 +92,18 @@ def _pick_py(users, nu, ucnt, uoff, uhead, ubuf, share, keyrank):
 dominant, charge, order, lanes, pick = _dominant_py, _charge_py, _order_py, _lanes_py, _pick_py
 
 
+def inputs(profile, specs, cl) -> dict:
+    """DRF's inputs for the kernel: each job's user by number and the cluster's capacity of each
+    resource, summed over its nodes (DrfOrder's C); none for another order."""
+    from dlsched.core.types import NRES
+    from dlsched.policies.order.drf import DrfOrder
+    if type(profile.order) is not DrfOrder if profile is not None else True:
+        return {"dyn": False, "juser": np.zeros(0, np.int64), "capv": np.zeros(NRES)}
+    number: dict = {}
+    juser = np.array([number.setdefault(s.user, len(number)) for s in specs], np.int64)
+    return {"dyn": True, "juser": juser, "capv": np.asarray(cl.capacity, np.float64).sum(axis=0)}
+
+
 def compile() -> None:
     """Make the helpers compiled (numba), as the kernel needs them when it is compiled."""
     global dominant, charge, order, lanes, pick

@@ -1,8 +1,8 @@
 """The event heap of the compiled run (dlsched.sim.fastloop_kernel): its finishes, ordered as
 SimBackend's EventHeap orders them (by time, then by the sequence number the re-rate gave each),
 on three arrays (time, sequence, job); the order in which a round's launched jobs are re-rated
-(by job id, as SimBackend._refresh takes its touched set); the waiting queue in key order; and
-the timeline's sample after each batch of events. Compiled by `compile` before
+(by job id, as SimBackend._refresh takes its touched set); the waiting queue in key order; a
+finished job's resources given back; and the timeline's sample after each batch of events. Compiled by `compile` before
 the kernel (numba caches by file: after a change here, touch fastloop_kernel.py).
 """
 from __future__ import annotations
@@ -104,6 +104,23 @@ def _dequeue_py(q, qn, keyrank, j):
     return qn - 1
 
 
+def _give_py(j, toff, ntask, tk_pl, pl_node, pl_goff, tdem, tgpu, dem, gbuf, free, gload):
+    """SimBackend._give of a finished job's tasks, task by task: their demands back to their
+    nodes' free resources, their GPU slots unloaded. Returns how many slots it left idle."""
+    idle = 0
+    for k in range(toff[j], toff[j] + ntask[j]):
+        p = tk_pl[k]
+        nd = pl_node[p]
+        u = tdem[k]
+        for r in range(free.shape[1]):
+            free[nd, r] += dem[u, r]
+        for x in range(pl_goff[p], pl_goff[p] + tgpu[k]):
+            gload[nd, gbuf[x]] -= 1
+            if gload[nd, gbuf[x]] == 0:
+                idle += 1
+    return idle
+
+
 def rounds(n: int, ticks: bool, every_event: bool = True, thresholds: int = 0) -> int:
     """A bound on the rounds of a run of n jobs (and on its timeline's samples), nobody being
     preempted: one per arrival or finish; with a periodic round (ticks), one more per tick that
@@ -117,13 +134,14 @@ def rounds(n: int, ticks: bool, every_event: bool = True, thresholds: int = 0) -
 
 
 pop, push, by_id, sample, enqueue, dequeue = _pop_py, _push_py, _by_id_py, _sample_py, _enqueue_py, _dequeue_py
+give = _give_py
 
 
 def compile() -> None:
     """Make the heap's functions compiled (numba), as the kernel needs them when it is compiled."""
-    global pop, push, by_id, sample, enqueue, dequeue
+    global pop, push, by_id, sample, enqueue, dequeue, give
     if pop is _pop_py:
         import numba
         jit = numba.njit(cache=True, nogil=True)
         pop, push, by_id, sample = jit(_pop_py), jit(_push_py), jit(_by_id_py), jit(_sample_py)
-        enqueue, dequeue = jit(_enqueue_py), jit(_dequeue_py)
+        enqueue, dequeue, give = jit(_enqueue_py), jit(_dequeue_py), jit(_give_py)

@@ -2,10 +2,9 @@
 run of the FIFO family, written over arrays for numba (fastloop.available compiles it), and the
 codes of the records and job states it writes.
 
-A module of its own because it is read line by line against the Python loop it mirrors (each
-step names the method whose operations it repeats, in order); what it applies to, its inputs
-and its output's records are dlsched.sim.fastloop's, whose docstring says why the results are
-the same exactly. The speed it buys: RESULTS.md, blocks `fifo`, `policies` and `tenancy`.
+A module of its own because it is read line by line against the Python loop it mirrors; what
+it applies to, its inputs and its records are dlsched.sim.fastloop's, whose docstring says why
+the results are the same exactly. The speed it buys: RESULTS.md, `fifo`, `policies`, `tenancy`.
 """
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from dlsched.sim import fastloop_drf as _fd         # DRF's order
 from dlsched.sim import fastloop_events as _fe      # the finish heap
 from dlsched.sim import fastloop_gandiva as _fg     # Gandiva's getNodes
 from dlsched.sim import fastloop_liquid as _flq     # Liquid's best fit
+from dlsched.sim import fastloop_optimus as _fo     # Optimus's allocation and placement
 from dlsched.sim import fastloop_preempt as _fpr    # preempt's gate
 from dlsched.sim import fastloop_place as _fl       # co-location's placement
 from dlsched.sim import fastloop_quota as _fq       # the admission walk and accounts under quotas
@@ -30,7 +30,7 @@ PENDING, PARTIAL, RUNNING, DONE, REJECTED = range(5)
 def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tdem, tgpu, dem, thr_n, thr_dim,
              thr_val, want, node_type, node_gpus, free, gload, gang, blocking, kinds, weights, ra_w, ra_most,
              ra_res, inv, tmask, gused, coloc, dyn, juser, capv, gand, gsz, gval, gover, gmax, gact, round_s, quiet, acts, pgate,
-             lqf, lqi, lqc, jcomm, evr, tthr, tq, trank, tg, tnom, tcap, tstrict,
+             lqf, lqi, lqc, jcomm, evr, tthr, opt, tq, trank, tg, tnom, tcap, tstrict,
              op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji,
              r_t, r_dem, r_nq, r_npl, r_h, r_flag, w_dt, w_h, w_r):
     """Scheduler._run over SimBackend.poll/apply for the jobs and cluster given as arrays (see
@@ -45,8 +45,8 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     through dlsched.sim.fastloop_place; Liquid's, lqf, is dlsched.sim.fastloop_liquid's); DRF's order (dyn) is dlsched.sim.fastloop_drf's;
     Gandiva's getNodes (gand: each job's size gsz, as a column of the affinity, and gval) is
     dlsched.sim.fastloop_gandiva's, whose OVER ends the run (aborted: the Python loop's), as
-    do the `gandiva` profile's actions (gact) where they could act, and `preempt` (pgate) where
-    its gate opens (dlsched.sim.fastloop_preempt). With round_s, the periodic tick as
+    do the `gandiva` profile's actions (gact) where they could act, `preempt` (pgate) where its
+    gate opens (fastloop_preempt) and Optimus's allocation (opt) where it would suspend. With round_s, the periodic tick as
     Scheduler._run arms it, its round skipped where quiet (every component timeless); acts: the
     profile has actions or placers (a round even with nobody waiting).
 
@@ -111,7 +111,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     nrows = 0
     nrounds = 0
     lq = lqf.shape[0] > 0                      # Liquid's best fit (fastloop_liquid)
-    scored = kinds.shape[0] > 0 or gand or lq  # a scored profile's placement (else first fit)
+    scored = kinds.shape[0] > 0 or gand or lq or opt      # a scored profile's placement (else first fit)
     lon = np.zeros(nodes if lq else 0, np.int64)                     # (its partners' counters)
     lrack = np.zeros(lqi[:, 0].max() + 1 if lq else 0, np.int64)
     ldom = np.zeros(lqi[:, 1].max() + 1 if lq else 0, np.int64)
@@ -168,6 +168,8 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     rl = np.empty(n, np.int64)         # the running jobs (rpos: each one's place there), for
     rpos = np.empty(n, np.int64)       # the quiet time of Tiresias's order (tthr: its thresholds)
     nrl = 0
+    rs = np.empty(n if opt else 0, np.int64)      # (opt: the running jobs in arrival order, nrs)
+    nrs = 0
     qt = inf
     dirty = False
     while hn > 0 or ai < n or tick < inf:
@@ -195,16 +197,9 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                 effective += 0.0 - eff_gpus[j]
                 eff_gpus[j] = 0.0
             rate[j] = 0.0
-            for k in range(toff[j], toff[j] + ntask[j]):    # _give, task by task
-                p = tk_pl[k]
-                nd = pl_node[p]
-                u = tdem[k]
-                for r in range(nres):
-                    free[nd, r] += dem[u, r]
-                for x in range(pl_goff[p], pl_goff[p] + tgpu[k]):
-                    gload[nd, gbuf[x]] -= 1
-                    if gload[nd, gbuf[x]] == 0:
-                        busy -= 1
+            busy -= _fe.give(j, toff, ntask, tk_pl, pl_node, pl_goff, tdem, tgpu, dem, gbuf, free, gload)
+            if opt:                                  # (out of Optimus's running jobs)
+                nrs = _fe.dequeue(rs, nrs, keyrank, j)
             if gand:                                 # GandivaPlace.observe: its size leaves the nodes
                 _fg.hold(aff, njobs, srun, gsz[j], pl_node, tk_pl, toff[j], ntask[j], -1)
             gpu_s[j] += hold[j] * (now - since[j])
@@ -280,6 +275,12 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                 for qi in range(na if L > 0 else 0):
                     decr[adm[qi]] = -2 - nrounds          # (marked as this round's admitted)
                 nu = _fd.lanes(q, qn, decr, -2 - nrounds, L == 0, juser, ucnt, uoff, uhead, ubuf, users)
+            if opt:                          # Optimus's allocation: the waiting jobs it grants
+                na = _fo.grant(free, rs, nrs, q if L == 0 else adm, na, keyrank, toff, ntask, tdem, dem, touched,
+                               need, have)
+                if na < 0:
+                    aborted = True
+                    break
             if pgate and _fpr.need_exceeds(q if L == 0 else adm, na, toff, ntask, nplaced, tgpu, free):
                 aborted = True               # preempt would walk for victims: Python's
                 break
@@ -293,7 +294,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                 break
             for qi in range(na):
                 j = (_fd.pick(users, nu, ucnt, uoff, uhead, ubuf, share, keyrank) if dyn
-                     else q[qi] if L == 0 else adm[qi])
+                     else touched[qi] if opt else q[qi] if L == 0 else adm[qi])
                 if L > 0 and blk[tq[j]]:
                     continue
                 first = toff[j] + nplaced[j]
@@ -330,6 +331,9 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                         elif lq:
                             m = _flq.place(free, capn, row, tdem, first, end - first, dem, thr_n, thr_dim, thr_val, lqf,
                                            lqi, lqc, jcomm[j], gload, node_gpus, outn, outg, slots, lon, lrack, ldom)
+                        elif opt:
+                            m = _fo.place(free, gload, node_gpus, dbuf[0], end - first, tgpu[first],
+                                          thr_dim[tdem[first]], thr_n[tdem[first]], outn, outg, slots)
                         elif coloc:                  # every task on one node (fastloop_place)
                             m = _fl.colocate(free, row, inv, dbuf, end - first, kinds, weights, ra_w, ra_most,
                                              ra_res, gload, gused, node_gpus, outn, outg, cmask, slots)
@@ -472,6 +476,8 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                     nrun += 1
                     rl[nrl], rpos[j] = j, nrl
                     nrl += 1
+                    if opt:
+                        nrs = _fe.enqueue(rs, nrs, keyrank, j)
                     svc[j] = now
                     qn = _fe.dequeue(q, qn, keyrank, j)      # out of the queue
                 else:
