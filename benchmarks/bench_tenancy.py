@@ -125,8 +125,9 @@ def main() -> None:
                      f"| {p} | {d['sim_s']:.1f} | {d['sim_s'] / floor_s:.0f}x | {d['mean_wait_s']:,.0f} | "
                      + ("compiled" if d["compiled"] else "Python") + " |")
     met = [p for p, d in rows if d["sim_s"] is not None and d["sim_s"] <= 15 * floor_s]
-    verdict = (f"Met by {len(met)} of {len(rows)} policies" + (": " + ", ".join(p for p, _ in rows if p not in met)
-                                                               + " are not within 15x." if len(met) < len(rows) else "."))
+    unmet = [p for p, _ in rows if p not in met]
+    verdict = (f"Met by {len(met)} of {len(rows)} policies" + (": " + ", ".join(unmet) + (" is" if len(unmet) == 1 else " are")
+                                                               + " not within 15x." if unmet else "."))
     print("\n".join(table))
     if args.no_write:
         return
