@@ -112,9 +112,8 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     nrounds = 0
     lq = lqf.shape[0] > 0                      # Liquid's best fit (fastloop_liquid)
     scored = kinds.shape[0] > 0 or gand or lq or opt      # a scored profile's placement (else first fit)
-    lon = np.zeros(nodes if lq else 0, np.int64)                     # (its partners' counters)
-    lrack = np.zeros(lqi[:, 0].max() + 1 if lq else 0, np.int64)
-    ldom = np.zeros(lqi[:, 1].max() + 1 if lq else 0, np.int64)
+    lon, lrack = np.zeros(nodes if lq else 0, np.int64), np.zeros(lqi[:, 0].max() + 1 if lq else 0, np.int64)
+    ldom = np.zeros(lqi[:, 1].max() + 1 if lq else 0, np.int64)     # (its partners' counters)
     aff = np.zeros((nodes, gsz.max() + 1 if gand and n > 0 else 0), np.int64)    # Gandiva's affinity
     njobs = np.zeros(nodes, np.int64)
     mt = 1
@@ -167,12 +166,14 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     srun = np.zeros(aff.shape[1], np.int64)     # (gact: jobs of each size placed and not finished)
     rl = np.empty(n, np.int64)         # the running jobs (rpos: each one's place there), for
     rpos = np.empty(n, np.int64)       # the quiet time of Tiresias's order (tthr: its thresholds)
-    nrl = 0
     rs = np.empty(n if opt else 0, np.int64)      # (opt: the running jobs in arrival order, nrs)
-    nrs = 0
+    nrl, nrs = 0, 0
     qt = inf
     dirty = False
     while hn > 0 or ai < n or tick < inf:
+        if max(nrounds, ntl) >= tl_f.shape[0]:     # a batch adds a round and a sample at most: past
+            aborted = True                   # fastloop_events.rounds (never: checked, not assumed), Python's
+            break
         tf = ht[0] if hn > 0 else inf
         ta = arr_t[arr_order[ai]] if ai < n else inf
         t = min(tf, ta, tick)
