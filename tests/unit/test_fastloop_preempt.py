@@ -24,10 +24,10 @@ def small_runs_too(monkeypatch):
     monkeypatch.setattr(fastloop, "MIN_JOBS", 0)
 
 
-def run(cl, jobs, compiled: bool, record: bool = False, tree=None, over=None):
+def run(cl, jobs, compiled: bool, record: bool = False, tree=None, over=None, name="srtf"):
     backend = SimBackend(cl, jobs, record_rates=record)
     backend.compiled_loop = compiled
-    sched = Scheduler(build_profile("srtf", over), seed=0, tenancy=Tenancy(tree, "kueue") if tree else None)
+    sched = Scheduler(build_profile(name, over), seed=0, tenancy=Tenancy(tree, "kueue") if tree else None)
     sched.run(backend)
     return sched, backend
 
@@ -81,11 +81,7 @@ def test_a_minimum_run_time_runs_in_python():
 
 
 def run_tiresias(cl, jobs, compiled: bool, record: bool = False, tree=None, over=None):
-    backend = SimBackend(cl, jobs, record_rates=record)
-    backend.compiled_loop = compiled
-    sched = Scheduler(build_profile("tiresias", over), seed=0, tenancy=Tenancy(tree, "kueue") if tree else None)
-    sched.run(backend)
-    return sched, backend
+    return run(cl, jobs, compiled, record, tree, over, "tiresias")
 
 
 @pytest.mark.parametrize("thresholds", [None, [600.0, 3000.0]], ids=["pollux", "low"])
@@ -113,11 +109,7 @@ def test_compiled_tiresias_leaves_what_the_python_loop_leaves(seed, thresholds):
 
 
 def run_optimus(cl, jobs, compiled: bool, record: bool = False, tree=None):
-    backend = SimBackend(cl, jobs, record_rates=record)
-    backend.compiled_loop = compiled
-    sched = Scheduler(build_profile("optimus"), seed=0, tenancy=Tenancy(tree, "kueue") if tree else None)
-    sched.run(backend)
-    return sched, backend
+    return run(cl, jobs, compiled, record, tree, None, "optimus")
 
 
 @pytest.mark.parametrize("seed", range(4))

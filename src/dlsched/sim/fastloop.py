@@ -35,6 +35,7 @@ import numpy as np
 
 from dlsched.core.types import GPU, NRES
 from dlsched.sim import fastloop_drf as _fdrf
+from dlsched.sim import fastloop_place as _fpl
 from dlsched.sim import (fastloop_events, fastloop_gandiva, fastloop_liquid, fastloop_optimus, fastloop_preempt,
                          fastloop_tenancy)
 from dlsched.sim.fastloop_kernel import (ARRIVE, DONE, FINISH, LAUNCH, PARTIAL, PENDING, RATE,  # noqa: F401
@@ -244,9 +245,7 @@ def _placement(profile, cl, specs=()) -> dict:
                 "ra_w": fp._NO_W, "ra_most": fp._NO_MOST, "ra_res": fp._NO_RES, "inv": np.zeros((1, NRES)),
                 "tmask": np.zeros((1, 1), np.bool_), "gused": fp._NO_USED}
     ra_w, ra_most, ra_res = fast._setup(cl)[3]
-    types = np.array(cl.node_gpu_type)
-    tmask = np.array([np.ones(len(types), np.bool_), *(types == t for t in range(len(cl.gpu_types))),
-                      np.zeros(len(types), np.bool_)])
+    tmask = _fpl.type_rows(cl)
     return {**_fdrf.inputs(profile, specs, cl), "coloc": coloc, "kinds": fast.kinds, "weights": fast.weights, "ra_w": ra_w,
             "ra_most": ra_most, "ra_res": ra_res, "inv": np.ascontiguousarray(cl.inv_capacity, dtype=np.float64),
             "tmask": tmask, "gused": fp._NO_USED}

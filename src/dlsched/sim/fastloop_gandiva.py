@@ -25,6 +25,7 @@ import numpy as np
 
 from dlsched.core.types import GPU
 from dlsched.scheduler import fastplace as _fp
+from dlsched.sim import fastloop_place as _fpl
 
 OVER = -1          # the answer shares a GPU: the Python loop's
 _EPS = 1e-9
@@ -275,8 +276,6 @@ def inputs(profile, cl, specs) -> dict | None:
         size = float(sum(t.demand[GPU] for t in tasks)) if len(tasks) > 1 else float(d[GPU])
         gsz[j] = column.setdefault(size, len(column))
         gval[j] = size
-    types = np.array(cl.node_gpu_type)
-    tmask = np.array([np.ones(len(types), np.bool_), *(types == t for t in range(len(cl.gpu_types))),
-                      np.zeros(len(types), np.bool_)])
+    tmask = _fpl.type_rows(cl)
     return {"gand": True, "gsz": gsz, "gval": gval, "gover": bool(g.oversubscribe), "gmax": int(g.max_load),
             "gact": bool(actions(profile)), "tmask": tmask}

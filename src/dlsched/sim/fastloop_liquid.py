@@ -31,6 +31,7 @@ import numpy as np
 
 from dlsched.core.types import GPU
 from dlsched.scheduler import fastplace as _fp
+from dlsched.sim import fastloop_place as _fpl
 
 
 def _place_py(free, capn, okrow, tdem, first, k0, dem, thr_n, thr_dim, thr_val, lqf, lqi, lqc, comm, gload,
@@ -151,9 +152,7 @@ def inputs(profile, cl, specs) -> dict | None:
             return None
         jcomm[j] = communicates(s, s.tasks) == "all"
     sc, w = profile.scorers[0]
-    types = np.array(cl.node_gpu_type)
-    tmask = np.array([np.ones(len(types), np.bool_), *(types == t for t in range(len(cl.gpu_types))),
-                      np.zeros(len(types), np.bool_)])
+    tmask = _fpl.type_rows(cl)
     if kind == "most_free":
         inv = np.asarray(cl.inv_capacity, np.float64)[:, GPU]
         return {"lqf": np.array([0.0, float(w), 0.0, 0.0, 1.0]), "lqi": np.zeros((len(inv), 2), np.int64),

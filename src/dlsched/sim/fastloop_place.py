@@ -42,6 +42,14 @@ def _colocate_py(free, okrow, inv, dbuf, k0, kinds, weights, ra_w, ra_most, ra_r
 colocate = _colocate_py
 
 
+def type_rows(cl) -> np.ndarray:
+    """The kernel's node masks by the GPU type a job asks for (its `want`): row 0 every node (no
+    type), row 1 + t the nodes of type t, the last row none (a type the cluster lacks)."""
+    types = np.array(cl.node_gpu_type)
+    return np.array([np.ones(len(types), np.bool_), *(types == t for t in range(len(cl.gpu_types))),
+                     np.zeros(len(types), np.bool_)])
+
+
 def compile() -> None:
     """Make colocate compiled (numba), after scheduler/fastplace's kernel it calls."""
     global colocate
