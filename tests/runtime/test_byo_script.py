@@ -98,11 +98,21 @@ def test_torchrun_migrated_matches_uninterrupted(runtime):
               # rendezvous: under CI's load (2026-12-02) the node's torchrun outlived a 20 s grace,
               # its rank having saved at once (work lost: 0 steps). The grace is the job's own.
               grace_s=60)
-    ref = s.submit(byo_spec(name="byo-ref", **tr))
-    mig = s.submit(byo_spec(name="byo-mig", **tr))
-    j = s.wait(mig, lambda j: j["state"] == "done" or (j["state"] == "running" and (j["step"] or 0) >= 15),
-               timeout=240, what="running at step 15")
-    assert j["state"] == "running", f"the job ended before the migrate: {j}"
+    # The landing CI of 2026-12-03 saw rank 0 run all 160 steps (24 s) while the job still showed
+    # `starting`, its other rank's cold worker not yet answered (50 s from submit to `running`).
+    # What this test checks is the migrate, not a cold start: a pair whose job ended before it
+    # could be migrated has warmed the workers, and one more pair runs on warm ones.
+    for attempt in range(2):
+        ref = s.submit(byo_spec(name="byo-ref", **tr))
+        mig = s.submit(byo_spec(name="byo-mig", **tr))
+        j = s.wait(mig, lambda j: j["state"] == "done" or (j["state"] == "running" and (j["step"] or 0) >= 15),
+                   timeout=240, what="running at step 15")
+        if j["state"] == "running":
+            break
+        print(f"pair {attempt + 1}: the job ended before the migrate (cold workers): "
+              f"{j['start_time'] - j['submit_time']:.1f} s from submit to running")
+        s.wait_state(ref, "done", timeout=240)
+    assert j["state"] == "running", f"the job ended before the migrate, twice: {j}"
     before = {a["node"] for a in s.get(f"/jobs/{mig}")["allocation"]}
     others = [n["name"] for n in s.get("/nodes") if n["name"] not in before][:2]
     r = s.post(f"/jobs/{mig}/migrate", {"nodes": others})
