@@ -125,7 +125,7 @@ def test_runs_it_does_not_apply_to_run_in_python(change, monkeypatch):
     from dataclasses import replace
     cl, jobs = small_case()
     profile, kw = "fifo", {}
-    if change in ("optimus", "liquid"):           # resizing, a genetic algorithm: not compiled
+    if change in ("optimus", "liquid"):           # parameter-server jobs: neither is compiled for them
         profile = change
     elif change == "model":
         jobs = [replace(jobs[0], model="resnet50"), *jobs[1:]]      # its speed depends on placement

@@ -89,9 +89,15 @@ def run(sched, backend, progress=None) -> bool:
     inp = _inputs(sched, backend)
     if inp is None:
         return False
-    out = _call(inp)
+    armed = fastloop_liquid.begin(sched, backend.cluster, inp["specs"], inp["toff"]) if len(inp["lqb"]) else None
+    try:
+        out = _call(inp)
+    except BaseException:
+        fastloop_liquid.end(sched, armed, None)
+        raise
     (op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji, *acc,
      (nop, npl, ng, ntl, now, eff_gpu_s, effective, eff_t, nrounds, left, nw, t_last, skipped), wall) = out
+    fastloop_liquid.end(sched, armed, None if left else op_t[:nop][op[:nop] == ROUND])
     if left:
         return False        # jobs left waiting (a non-gang profile that does not block): Python's
     _write(sched, backend, inp, wall, op[:nop], op_t[:nop], op_j[:nop], op_a[:nop], op_b[:nop],
@@ -172,7 +178,7 @@ def _profile_applies(sched) -> bool:
     mine = {id(c) for c in (ten, p.order, fastloop_gandiva.placer(p), *acts, p.allocator if opt else None)}
     own = ([c for c in sched._observers if id(c) not in mine], [c for c in sched._wakers if id(c) not in mine],
            [c for c in sched._stateful if id(c) not in mine])
-    liquid = fastloop_liquid.applies(p)       # (its scorer, and a placer that decides nothing)
+    liquid = fastloop_liquid.applies(p)       # (its scorer; its batch's genetic algorithm: Python's)
     return (_static_key(p.order) is not None and (_placer(p)[0] is not None or liquid) and (not p.actions or bool(acts))
             and (not p.placers or fastloop_gandiva.placer(p) is not None or liquid or opt)
             and (type(p.allocator) is RequestedAllocate or liquid or opt) and (p.event_rounds or p.round_s)

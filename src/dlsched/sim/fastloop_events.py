@@ -121,6 +121,25 @@ def _give_py(j, toff, ntask, tk_pl, pl_node, pl_goff, tdem, tgpu, dem, gbuf, fre
     return idle
 
 
+def _short_py(first, end, tdem, dem, free, need, have):
+    """A gang's tasks first:end need more of a resource than all nodes have free together (the
+    all-or-nothing check before its tasks are placed)."""
+    nres = free.shape[1]
+    for r in range(nres):
+        need[r] = 0.0
+        have[r] = 0.0
+    for k in range(first, end):
+        for r in range(nres):
+            need[r] += dem[tdem[k], r]
+    for nd in range(free.shape[0]):
+        for r in range(nres):
+            have[r] += free[nd, r]
+    for r in range(nres):
+        if need[r] > have[r] + 1e-9:
+            return True
+    return False
+
+
 def rounds(n: int, ticks: bool, every_event: bool = True, thresholds: int = 0) -> int:
     """A bound on the rounds of a run of n jobs (and on its timeline's samples), nobody being
     preempted: one per arrival or finish; with a periodic round (ticks), one more per tick that
@@ -134,14 +153,14 @@ def rounds(n: int, ticks: bool, every_event: bool = True, thresholds: int = 0) -
 
 
 pop, push, by_id, sample, enqueue, dequeue = _pop_py, _push_py, _by_id_py, _sample_py, _enqueue_py, _dequeue_py
-give = _give_py
+give, short = _give_py, _short_py
 
 
 def compile() -> None:
     """Make the heap's functions compiled (numba), as the kernel needs them when it is compiled."""
-    global pop, push, by_id, sample, enqueue, dequeue, give
+    global pop, push, by_id, sample, enqueue, dequeue, give, short
     if pop is _pop_py:
         import numba
         jit = numba.njit(cache=True, nogil=True)
         pop, push, by_id, sample = jit(_pop_py), jit(_push_py), jit(_by_id_py), jit(_sample_py)
-        enqueue, dequeue, give = jit(_enqueue_py), jit(_dequeue_py), jit(_give_py)
+        enqueue, dequeue, give, short = jit(_enqueue_py), jit(_dequeue_py), jit(_give_py), jit(_short_py)

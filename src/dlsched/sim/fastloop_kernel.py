@@ -30,7 +30,7 @@ PENDING, PARTIAL, RUNNING, DONE, REJECTED = range(5)
 def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tdem, tgpu, dem, thr_n, thr_dim,
              thr_val, want, node_type, node_gpus, free, gload, gang, blocking, kinds, weights, ra_w, ra_most,
              ra_res, inv, tmask, gused, coloc, dyn, juser, capv, gand, gsz, gval, gover, gmax, gact, round_s, quiet, acts, pgate,
-             lqf, lqi, lqc, jcomm, evr, tthr, opt, tq, trank, tg, tnom, tcap, tstrict,
+             lqf, lqi, lqc, jcomm, lqb, sub, evr, tthr, opt, tq, trank, tg, tnom, tcap, tstrict,
              op, op_t, op_j, op_a, op_b, pl_task, pl_node, pl_goff, gbuf, tl_f, tl_n, jf, ji,
              r_t, r_dem, r_nq, r_npl, r_h, r_flag, w_dt, w_h, w_r):
     """Scheduler._run over SimBackend.poll/apply for the jobs and cluster given as arrays (see
@@ -42,7 +42,8 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     time, rounds, jobs left unfinished, the accounts' rows, the time of their last, rounds skipped).
 
     A scored profile's placement (kinds > 0) is scheduler/fastplace's, called here (co-location's
-    through dlsched.sim.fastloop_place; Liquid's, lqf, is dlsched.sim.fastloop_liquid's); DRF's order (dyn) is dlsched.sim.fastloop_drf's;
+    through dlsched.sim.fastloop_place; Liquid's, lqf, is dlsched.sim.fastloop_liquid's, whose batch
+    strategy, lqb, runs its genetic algorithm in Python); DRF's order (dyn) is dlsched.sim.fastloop_drf's;
     Gandiva's getNodes (gand: each job's size gsz, as a column of the affinity, and gval) is
     dlsched.sim.fastloop_gandiva's, whose OVER ends the run (aborted: the Python loop's), as
     do the `gandiva` profile's actions (gact) where they could act, `preempt` (pgate) where its
@@ -114,6 +115,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
     scored = kinds.shape[0] > 0 or gand or lq or opt      # a scored profile's placement (else first fit)
     lon, lrack = np.zeros(nodes if lq else 0, np.int64), np.zeros(lqi[:, 0].max() + 1 if lq else 0, np.int64)
     ldom = np.zeros(lqi[:, 1].max() + 1 if lq else 0, np.int64)     # (its partners' counters)
+    bjobs, bnode = np.empty(n if lqb.shape[0] else 0, np.int64), np.empty(tdem.shape[0] if lqb.shape[0] else 0, np.int64)
     aff = np.zeros((nodes, gsz.max() + 1 if gand and n > 0 else 0), np.int64)    # Gandiva's affinity
     njobs = np.zeros(nodes, np.int64)
     mt = 1
@@ -293,6 +295,11 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                     aborted = True
             if aborted:
                 break
+            mb = _flq.batch(lqb, sub, q if L == 0 else adm, na, now, free, bjobs, bnode)   # Liquid's GA, if fast
+            if mb > 0:
+                npl, ng, nl = _flq.commit(mb, bjobs, bnode, toff, ntask, tdem, dem, tgpu, free, gload, node_gpus, slots,
+                                          outg, pl_task, pl_node, pl_goff, gbuf, tk_pl, npl, ng, launched, lstart,
+                                          lcount, nl, nplaced)
             for qi in range(na):
                 j = (_fd.pick(users, nu, ucnt, uoff, uhead, ubuf, share, keyrank) if dyn
                      else touched[qi] if opt else q[qi] if L == 0 else adm[qi])
@@ -302,18 +309,7 @@ def _loop_py(arr_order, arr_t, keyrank, idrank, rejected, work, ntask, toff, tde
                 end = toff[j] + ntask[j]
                 ok = True
                 if gang and end - first > 1 and not gand:     # all or nothing: the free total first
-                    for r in range(nres):
-                        need[r] = 0.0
-                        have[r] = 0.0
-                    for k in range(first, end):
-                        for r in range(nres):
-                            need[r] += dem[tdem[k], r]
-                    for nd in range(nodes):
-                        for r in range(nres):
-                            have[r] += free[nd, r]
-                    for r in range(nres):
-                        if need[r] > have[r] + 1e-9:
-                            ok = False
+                    ok = not _fe.short(first, end, tdem, dem, free, need, have)
                 s0, g0 = npl, ng
                 placed = 0
                 if ok:

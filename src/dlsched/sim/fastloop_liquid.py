@@ -24,6 +24,14 @@ every operation in NetworkCost.sum_to's, gpu_fitness's, LiquidScorer.score's and
 Placing._combined's order, so that each score is the Python loop's to the bit. A job that does
 not communicate (not DL, or comm none) has k = 0 throughout. Compiled by `compile` before the
 kernel (numba caches by file: after a change here, touch fastloop_kernel.py).
+
+The `liquid` profile adds Liquid's batch strategy (policies/actions/liquid_batch.py) before each
+round's placement loop. The kernel measures the arrival rate (`batch`) and, where it is over the
+threshold, hands the batch to the genetic algorithm in Python (`_ga_round`, through
+fastloop_ga's object mode), with the same problem and the scheduler's own generator; it then
+commits the plan (`commit`) and goes on. The Philly replay has 8 such rounds in 151,000: each
+costs what it costs in Python, and the draws are the Python loop's without a numba copy of
+numpy's Generator. A run the kernel does not finish puts the generator's state back (`end`).
 """
 from __future__ import annotations
 
@@ -98,27 +106,147 @@ def _place_py(free, capn, okrow, tdem, first, k0, dem, thr_n, thr_dim, thr_val, 
     return placed
 
 
-place = _place_py
+def _batch_py(lqb, sub, lst, na, now, free, bjobs, bnode):
+    """LiquidBatch.place's switch and batch, before the round's placement loop: where the
+    waiting jobs of lst[:na] (the round's queue) submitted in the last window (lqb: threshold,
+    window, largest batch) arrive faster than the threshold, its first jobs (all undecided and
+    wholly unplaced: nothing is decided before the placers, no job holds tasks between rounds)
+    go to the genetic algorithm, run in Python (`ga`: `_ga_round` through fastloop_ga's object
+    mode). Returns how many it placed: bjobs[:m] those jobs, bnode each of their tasks' node."""
+    if lqb.shape[0] == 0 or na == 0:
+        return 0
+    since = now - lqb[1]
+    c = 0
+    for i in range(na):
+        if sub[lst[i]] > since:
+            c += 1
+    if c / lqb[1] <= lqb[0]:
+        return 0
+    nb = min(na, int(lqb[2]))
+    for i in range(nb):
+        bjobs[i] = lst[i]
+    return ga(bjobs[:nb], free, bnode, now)
+
+
+def _commit_py(m, bjobs, bnode, toff, ntask, tdem, dem, tgpu, free, gload, node_gpus, slots, outg, pl_task,
+               pl_node, pl_goff, gbuf, tk_pl, npl, ng, launched, lstart, lcount, nl, nplaced):
+    """The batch's m jobs reserved (each task on its node, the least loaded GPU slots, lowest
+    index first, as Transaction.reserve picks them) and committed whole, in the batch's order,
+    as the kernel records a placement. Returns (npl, ng, nl)."""
+    for i in range(m):
+        j = bjobs[i]
+        s0 = npl
+        for k in range(toff[j], toff[j] + ntask[j]):
+            nd = bnode[k]
+            u = tdem[k]
+            for r in range(free.shape[1]):
+                free[nd, r] -= dem[u, r]
+            pl_task[npl], pl_node[npl], pl_goff[npl] = k - toff[j], nd, ng
+            kk = tgpu[k]
+            if kk > 0:
+                _fp._take_gpus(nd, float(kk), gload, gload, False, node_gpus, slots, outg[0])
+                gbuf[ng:ng + kk] = outg[0, :kk]
+                ng += kk
+            tk_pl[k] = npl
+            npl += 1
+        launched[nl], lstart[nl], lcount[nl] = j, s0, npl - s0
+        nl += 1
+        nplaced[j] = ntask[j]
+    return npl, ng, nl
+
+
+#: the run the genetic algorithm's rounds belong to (set by `begin` for the kernel's call):
+#: the LiquidBatch placer, the cluster, the jobs' specs, the scheduler's generator, task offsets
+_RUN: tuple | None = None
+
+
+_LAST = [0.0]      # the time of the last batch the genetic algorithm placed
+
+
+def _ga_round(bjobs, free, bnode, now) -> int:
+    """LiquidBatch.place's genetic algorithm over the jobs bjobs (kernel indices) on the free
+    resources `free`, with the scheduler's generator, as in the Python loop: the same problem
+    (liquid_batch._Batch), the same draws. Writes the jobs it places to bjobs[:m], in batch
+    order, and each of their tasks' node to bnode; returns m."""
+    import time as _t
+    from types import SimpleNamespace
+
+    from dlsched.policies.actions.liquid_batch import _Batch
+    from dlsched.scheduler.context import JobRecord
+    placer, cl, specs, rng, toff = _RUN
+    t0 = _t.perf_counter()
+    recs = [JobRecord(specs[j], specs[j].tasks) for j in bjobs.tolist()]
+    ctx = SimpleNamespace(snap=SimpleNamespace(cluster=cl, up=np.ones(cl.num_nodes, np.bool_)),
+                          txn=SimpleNamespace(free=free), allocation={})
+    prob = _Batch(ctx, recs, placer.lam)
+    best, fit = placer.evolve(prob, rng)
+    placed = prob.placed_jobs(best)
+    for i, b in enumerate(placed):          # (i <= b: bjobs[b] is read before bjobs[i] is written)
+        j = int(bjobs[b])
+        bnode[toff[j]:toff[j + 1]] = best[prob.start[b]:prob.start[b + 1]]
+        bjobs[i] = j
+    _LAST[0] = now
+    placer.last = {"batch": len(recs), "placed": len(placed), "fitness": fit, "wall_s": _t.perf_counter() - t0}
+    return len(placed)
+
+
+place, batch, commit, ga = _place_py, _batch_py, _commit_py, _ga_round
 
 
 def compile() -> None:
-    """Make place compiled (numba), after scheduler/fastplace's helpers it calls."""
-    global place
+    """Make place, batch and commit compiled (numba), after scheduler/fastplace's helpers they
+    call; batch calls the genetic algorithm through fastloop_ga's object mode."""
+    global place, batch, commit, ga
     if place is _place_py:
         import numba
-        place = numba.njit(cache=True, nogil=True)(_place_py)
+
+        from dlsched.sim import fastloop_ga
+        jit = numba.njit(cache=True, nogil=True)
+        ga = fastloop_ga.call
+        place, commit = jit(_place_py), jit(_commit_py)
+        batch = numba.njit(cache=True)(_batch_py)      # (object mode inside: it holds the GIL)
+
+
+def begin(sched, cl, specs, toff) -> tuple | None:
+    """Arm the genetic algorithm's rounds for a kernel's call (the profile's LiquidBatch, if it
+    has one); the generator's state, to `end` with. Where the kernel does not finish, the Python
+    loop runs the replay again from the same draws."""
+    from dlsched.policies.actions.liquid_batch import LiquidBatch
+    global _RUN
+    placer = next((p for p in sched.profile.placers if type(p) is LiquidBatch), None)
+    if placer is None:
+        return None
+    _RUN = (placer, cl, specs, sched.rng, toff)
+    return sched.rng.bit_generator.state
+
+
+def end(sched, state, rounds_t) -> None:
+    """After the kernel's call: `rounds_t` the times of its rounds, None where it did not finish
+    (the generator's state goes back to `state`, for the Python loop). As in the Python loop,
+    the placer's `last` is None unless its last round was a batch's."""
+    global _RUN
+    placer = _RUN[0] if _RUN is not None else None
+    _RUN = None
+    if state is None:
+        return
+    if rounds_t is None:
+        sched.rng.bit_generator.state = state
+    elif placer.last is not None and (not len(rounds_t) or _LAST[0] != rounds_t[-1]):
+        placer.last = None
 
 
 # -- the driver's side (dlsched.sim.fastloop) ------------------------------------------------------
 NONE = {"lqf": np.zeros(0), "lqi": np.zeros((0, 2), np.int64), "lqc": np.zeros((0, 2)),
-        "jcomm": np.zeros(0, np.bool_)}
+        "jcomm": np.zeros(0, np.bool_), "lqb": np.zeros(0), "sub": np.zeros(0)}
 
 
 def applies(profile) -> str | None:
     """"liquid" where the profile places by the `liquid` scorer alone after the fits filter, with
-    only liquid_resize as a placer and an allocator that does not estimate (`liquid-immediate`);
+    liquid_resize as its placer, after liquid_batch or alone, and an allocator that does not
+    estimate (`liquid`, `liquid-immediate`);
     "most_free" where by the `most_free` scorer alone, without placers, allocating what jobs
     request (`tiresias`); else None. Gang profiles only (no job holds tasks between rounds)."""
+    from dlsched.policies.actions.liquid_batch import LiquidBatch
     from dlsched.policies.actions.liquid_resize import LiquidResize
     from dlsched.policies.allocate.liquid_estimate import LiquidEstimateAllocate
     from dlsched.policies.allocate.requested import RequestedAllocate
@@ -129,7 +257,8 @@ def applies(profile) -> str | None:
             or type(profile.filters[0]) is not FitsFilter:
         return None
     sc, a = profile.scorers[0][0], profile.allocator
-    if (type(sc) is LiquidScorer and not sc.needs and [type(p) for p in profile.placers] == [LiquidResize]
+    placers = [type(p) for p in profile.placers]
+    if (type(sc) is LiquidScorer and not sc.needs and placers in ([LiquidResize], [LiquidBatch, LiquidResize])
             and type(a) is LiquidEstimateAllocate and not a.estimate):
         return "liquid"
     if type(sc) is MostFreeScorer and not profile.placers and type(a) is RequestedAllocate:
@@ -141,6 +270,7 @@ def inputs(profile, cl, specs) -> dict | None:
     """The scorer's inputs (NONE for another profile); None where a job has parameter servers
     (the partners are then by role)."""
     from dlsched.core.types import Role
+    from dlsched.policies.actions.liquid_batch import LiquidBatch
     from dlsched.policies.place.liquid import communicates, network_cost
     kind = applies(profile)
     if kind is None:
@@ -155,9 +285,12 @@ def inputs(profile, cl, specs) -> dict | None:
     tmask = _fpl.type_rows(cl)
     if kind == "most_free":
         inv = np.asarray(cl.inv_capacity, np.float64)[:, GPU]
-        return {"lqf": np.array([0.0, float(w), 0.0, 0.0, 1.0]), "lqi": np.zeros((len(inv), 2), np.int64),
+        return {**NONE, "lqf": np.array([0.0, float(w), 0.0, 0.0, 1.0]), "lqi": np.zeros((len(inv), 2), np.int64),
                 "lqc": np.ascontiguousarray(np.stack([inv, inv], axis=1)), "jcomm": jcomm, "tmask": tmask}
-    return {"lqf": np.array([sc.lam, float(w), nc.cluster_cost, nc.max_pair, 0.0]),
+    ga = next((p for p in profile.placers if type(p) is LiquidBatch), None)
+    lqb = np.zeros(0) if ga is None else np.array([ga.rate_threshold_per_s, ga.window_s, float(ga.max_batch)])
+    return {"lqb": lqb, "sub": np.array([s.submit_time_s for s in specs], np.float64),
+            "lqf": np.array([sc.lam, float(w), nc.cluster_cost, nc.max_pair, 0.0]),
             "lqi": np.ascontiguousarray(np.stack([nc.rack, nc.domain], axis=1), dtype=np.int64),
             "lqc": np.ascontiguousarray(np.stack([nc.rack_cost, nc.domain_cost], axis=1)), "jcomm": jcomm,
             "tmask": tmask}
