@@ -164,29 +164,23 @@ _LAST = [0.0]      # the time of the last batch the genetic algorithm placed
 
 
 def _ga_round(bjobs, free, bnode, now) -> int:
-    """LiquidBatch.place's genetic algorithm over the jobs bjobs (kernel indices) on the free
-    resources `free`, with the scheduler's generator, as in the Python loop: the same problem
-    (liquid_batch._Batch), the same draws. Writes the jobs it places to bjobs[:m], in batch
-    order, and each of their tasks' node to bnode; returns m."""
-    import time as _t
+    """LiquidBatch.plan over the jobs bjobs (kernel indices) on the free resources `free`, with
+    the scheduler's generator, as in the Python loop: the same problem, the same draws. Writes
+    the jobs it places to bjobs[:m], in batch order, and each of their tasks' node to bnode;
+    returns m."""
     from types import SimpleNamespace
 
-    from dlsched.policies.actions.liquid_batch import _Batch
     from dlsched.scheduler.context import JobRecord
     placer, cl, specs, rng, toff = _RUN
-    t0 = _t.perf_counter()
     recs = [JobRecord(specs[j], specs[j].tasks) for j in bjobs.tolist()]
     ctx = SimpleNamespace(snap=SimpleNamespace(cluster=cl, up=np.ones(cl.num_nodes, np.bool_)),
-                          txn=SimpleNamespace(free=free), allocation={})
-    prob = _Batch(ctx, recs, placer.lam)
-    best, fit = placer.evolve(prob, rng)
-    placed = prob.placed_jobs(best)
+                          txn=SimpleNamespace(free=free), allocation={}, rng=rng)
+    prob, best, placed = placer.plan(ctx, recs)
     for i, b in enumerate(placed):          # (i <= b: bjobs[b] is read before bjobs[i] is written)
         j = int(bjobs[b])
         bnode[toff[j]:toff[j + 1]] = best[prob.start[b]:prob.start[b + 1]]
         bjobs[i] = j
     _LAST[0] = now
-    placer.last = {"batch": len(recs), "placed": len(placed), "fitness": fit, "wall_s": _t.perf_counter() - t0}
     return len(placed)
 
 

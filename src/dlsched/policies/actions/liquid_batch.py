@@ -414,10 +414,7 @@ class LiquidBatch(Place):
         batch = batch[:self.max_batch]
         if not batch:
             return
-        t0 = _time.perf_counter()
-        prob = _Batch(ctx, batch, self.lam)
-        best, fit = self.evolve(prob, ctx.rng)
-        placed = prob.placed_jobs(best)
+        prob, best, placed = self.plan(ctx, batch)
         for j in placed:
             rec = batch[j]
             for t in range(prob.start[j], prob.start[j + 1]):
@@ -427,8 +424,18 @@ class LiquidBatch(Place):
                 ctx.commit(rec, gang=True)
             else:
                 ctx.txn.commit_resize(rec.job_id, shape)
+
+    def plan(self, ctx, batch) -> tuple[_Batch, np.ndarray, list[int]]:
+        """The batch's problem, its best gene and the indices of the jobs that gene places (not
+        reserved: `place` does that, and the simulator's compiled loop, sim/fastloop_liquid.py);
+        what it did goes into `last`."""
+        t0 = _time.perf_counter()
+        prob = _Batch(ctx, batch, self.lam)
+        best, fit = self.evolve(prob, ctx.rng)
+        placed = prob.placed_jobs(best)
         self.last = {"batch": len(batch), "placed": len(placed), "fitness": fit,
                      "wall_s": _time.perf_counter() - t0}
+        return prob, best, placed
 
     def evolve(self, prob: _Batch, rng: np.random.Generator) -> tuple[np.ndarray, float]:
         """The best gene after `generations` generations, and its fitness."""
